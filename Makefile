@@ -1,0 +1,40 @@
+# Bailing Hub — the only prerequisites are Python >= 3.11 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install demo test browser lint bench clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/activate
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+## Set up and run the hub with its demo (embedded PostgreSQL, demo workspace, demo business system).
+demo: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput -v 0
+	$(BIN)/python manage.py bailing_demo --public-url http://$(HOST):$(PORT)
+	BAILING_BIND=$(HOST):$(PORT) $(BIN)/gunicorn -c bailing/gunicorn.conf.py bailing.wsgi
+
+## Run the whole test suite (service, API contract and headless-Chromium console tests).
+test: install browser
+	$(BIN)/python -m pytest
+
+## Debian Chromium for the console tests (never a browser download of the test tool's own).
+browser:
+	@./scripts/ensure-chromium
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,3 @@
+"""Agent Auth v1 routes (/agent-auth/v1/)."""
+
+urlpatterns: list = []

@@ -1,0 +1,196 @@
+"""Shared ORM models: clients, routes (workspaces), Agent Auth v1 authorizations, sessions, tokens.
+
+``knowledge`` and ``approvals`` reference these by foreign key but keep their own logic. Secrets
+(Client Tokens, authorization codes, access and refresh tokens) are stored only as SHA-256 hex
+digests; the plaintext exists once, in the response that hands it out.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Client(models.Model):
+    """A caller (接入方): a business system or an agent host identified by ``app_id``.
+
+    An agent host signs in through Agent Auth v1 when it has a business consent page
+    (``agent_authorize_url``) or when ``hub_consent`` lets a signed-in hub user approve on the hub's
+    own consent page. ``allowed_routes`` may contain ``"*"`` for every route.
+    """
+
+    app_id = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    allowed_routes = models.JSONField(default=list, blank=True)
+    allowed_channels = models.JSONField(default=list, blank=True)
+    rate_limit_per_min = models.PositiveIntegerField(default=60)
+    budget = models.JSONField(null=True, blank=True)
+    agent_authorize_url = models.CharField(max_length=2048, blank=True, default="")
+    hub_consent = models.BooleanField(default=False)
+    token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True, editable=False)
+    token_prefix = models.CharField(max_length=16, blank=True, default="", editable=False)
+    token_rotated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["app_id"]
+
+    def __str__(self) -> str:
+        return self.app_id
+
+    def allows_route(self, route_key: str) -> bool:
+        return "*" in self.allowed_routes or route_key in self.allowed_routes
+
+    @property
+    def is_agent_client(self) -> bool:
+        return bool(self.agent_authorize_url) or self.hub_consent
+
+
+class Route(models.Model):
+    """A route; for agents, a workspace (research §A.2.7).
+
+    The JSON blocks are stored as validated by ``agent_runtime.config`` (defaults are applied when
+    read, see ``agent_runtime.config.route_effective``). ``run_config`` keeps the ``/run``-only
+    fields of the upstream route schema so exported configs round-trip; agent surfaces never read it.
+    """
+
+    class Permission(models.TextChoices):
+        READONLY = "readonly"
+        READWRITE = "readwrite"
+        FULL = "full"
+
+    route_key = models.CharField(max_length=128, unique=True)
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    target = models.CharField(max_length=64, default="llm")
+    target_config = models.JSONField(default=dict, blank=True)
+    permission = models.CharField(max_length=16, choices=Permission.choices, null=True, blank=True)
+    audience = models.JSONField(default=dict, blank=True)
+    memory = models.JSONField(default=dict, blank=True)
+    knowledge = models.JSONField(default=dict, blank=True)
+    tools = models.JSONField(default=dict, blank=True)
+    agent_client = models.JSONField(default=dict, blank=True)
+    run_config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["route_key"]
+
+    def __str__(self) -> str:
+        return self.route_key
+
+
+class AgentAuthorization(models.Model):
+    """One browser authorization request of Agent Auth v1 (research §A.2.4, §B.1).
+
+    ``pending`` → ``approved`` → ``consumed``, or ``pending`` → ``denied`` / ``expired``. The
+    one-time code exists only as ``code_hash``.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+        CONSUMED = "consumed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="agent_authorizations")
+    redirect_uri = models.CharField(max_length=2048)
+    state_value = models.TextField()
+    requested_routes = models.JSONField(default=list)
+    device_label = models.CharField(max_length=128)
+    code_challenge = models.CharField(max_length=43)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    principal = models.JSONField(null=True, blank=True)
+    on_behalf_of = models.CharField(max_length=191, blank=True, default="")
+    allowed_routes = models.JSONField(null=True, blank=True)
+    subject_display = models.JSONField(null=True, blank=True)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    code_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    code_expires_at = models.DateTimeField(null=True, blank=True)
+    session = models.OneToOneField(
+        "AgentSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="authorization"
+    )
+    created_ip = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["client", "created_ip", "created_at"], name="agent_authz_throttle_idx")]
+        permissions = [("consent_agentauthorization", "Can approve an agent sign-in for themselves")]
+
+
+class AgentSession(models.Model):
+    """A signed-in local agent (research §A.2.5).
+
+    Only the current access token is valid (``access_token_hash``). ``refresh_expires_at`` is fixed
+    at login: refreshing never extends the session's absolute lifetime.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="agent_sessions")
+    device_label = models.CharField(max_length=128)
+    principal = models.JSONField(default=dict)
+    on_behalf_of = models.CharField(max_length=191)
+    allowed_routes = models.JSONField(default=list)
+    subject_display = models.JSONField(null=True, blank=True)
+    access_token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    access_expires_at = models.DateTimeField()
+    refresh_expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=200, blank=True, default="")
+    revoke_reason = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.refresh_expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+
+class AgentRefreshToken(models.Model):
+    """Refresh-token rotation ledger (research §A.2.6); at most one ``active`` token per session."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        USED = "used"
+        REPLAYED = "replayed"
+        REVOKED = "revoked"
+
+    token_hash = models.CharField(max_length=64, primary_key=True)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="refresh_tokens")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"], condition=Q(status="active"), name="one_active_refresh_per_session"
+            )
+        ]

@@ -1,0 +1,72 @@
+"""Client writes: token rotation and enabling/disabling (creation/update from config lives in
+``agent_runtime.services.config_apply``; the console and ``bailing_apply`` both end up here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from agent_runtime.models import Client
+from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, display_prefix, new_secret, secret_hash
+from approvals.services.audit import audit_record
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who performs a write, as the audit ledger records it."""
+
+    type: str  # user | agent | client | system
+    name: str
+
+    @classmethod
+    def system(cls, name: str = "system") -> Actor:
+        return cls("system", name)
+
+    @classmethod
+    def user(cls, user) -> Actor:
+        return cls("user", user.get_username())
+
+
+def client_token_rotate(*, client: Client, actor: Actor) -> str:
+    """Give ``client`` a new Client Token; the old one stops working at once. Returns the plaintext once."""
+    token = new_secret(CLIENT_TOKEN_PREFIX)
+    with transaction.atomic():
+        locked = Client.objects.select_for_update().get(pk=client.pk)
+        locked.token_hash = secret_hash(token)
+        locked.token_prefix = display_prefix(token)
+        locked.token_rotated_at = timezone.now()
+        locked.save(update_fields=["token_hash", "token_prefix", "token_rotated_at", "updated_at"])
+        audit_record(
+            action="agent_runtime.client.token_rotated",
+            actor_type=actor.type,
+            actor=actor.name,
+            client_app_id=locked.app_id,
+            target_type="client",
+            target_id=locked.app_id,
+            data={"token_prefix": locked.token_prefix},
+        )
+    client.refresh_from_db()
+    return token
+
+
+def client_set_enabled(*, client: Client, enabled: bool, actor: Actor) -> Client:
+    """Enable or disable a client. Disabling makes every agent session of it unusable on the next
+    request (sessions are revalidated, not revoked, so re-enabling restores them)."""
+    with transaction.atomic():
+        locked = Client.objects.select_for_update().get(pk=client.pk)
+        if locked.enabled != enabled:
+            locked.enabled = enabled
+            locked.save(update_fields=["enabled", "updated_at"])
+            audit_record(
+                action="agent_runtime.client.enabled" if enabled else "agent_runtime.client.disabled",
+                actor_type=actor.type,
+                actor=actor.name,
+                client_app_id=locked.app_id,
+                target_type="client",
+                target_id=locked.app_id,
+            )
+    client.refresh_from_db()
+    return client

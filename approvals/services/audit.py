@@ -1,0 +1,108 @@
+"""Appending to and verifying the hash-chained audit ledger.
+
+``audit_record`` must be called inside the transaction of the change it records (services own that
+transaction). Appends are serialised with a transaction-scoped advisory lock so two concurrent
+transactions can never chain onto the same predecessor; services take it last, after their own row
+locks, so the lock order is always rows → audit chain.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals.models import AuditEvent
+from bailing.api.hashing import canonical_sha256, sha256_hex
+
+GENESIS_HASH = "0" * 64
+# Arbitrary constant naming the audit-chain advisory lock (pg_advisory_xact_lock key space is shared).
+_AUDIT_LOCK_KEY = 0x6261696C696E67  # "bailing"
+
+
+def _content(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "created_at": event.created_at.isoformat(),
+        "actor_type": event.actor_type,
+        "actor": event.actor,
+        "action": event.action,
+        "client_app_id": event.client_app_id,
+        "session_id": str(event.session_id) if event.session_id else None,
+        "route_key": event.route_key,
+        "target_type": event.target_type,
+        "target_id": event.target_id,
+        "data": event.data,
+    }
+
+
+def _chain(prev_hash: str, content_hash: str) -> str:
+    return sha256_hex(prev_hash + content_hash)
+
+
+def audit_record(
+    *,
+    action: str,
+    actor_type: str,
+    actor: str,
+    client_app_id: str = "",
+    session_id: uuid.UUID | str | None = None,
+    route_key: str = "",
+    target_type: str = "",
+    target_id: str = "",
+    data: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one event to the chain. Must run inside the caller's transaction."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("audit_record must run inside the transaction of the change it records")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_AUDIT_LOCK_KEY])
+    last = AuditEvent.objects.order_by("-id").values_list("chain_hash", flat=True).first()
+    prev_hash = last or GENESIS_HASH
+    event = AuditEvent(
+        created_at=timezone.now(),
+        actor_type=actor_type,
+        actor=actor,
+        action=action,
+        client_app_id=client_app_id,
+        session_id=session_id,
+        route_key=route_key,
+        target_type=target_type,
+        target_id=target_id,
+        data=data or {},
+        prev_hash=prev_hash,
+    )
+    # Round-trip through JSON semantics: data is hashed as it will be read back from jsonb.
+    event.content_hash = canonical_sha256(_content(event))
+    event.chain_hash = _chain(prev_hash, event.content_hash)
+    event.save(force_insert=True)
+    return event
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    checked: int
+    first_broken_id: int | None
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.first_broken_id is None
+
+
+def audit_chain_verify(*, batch_size: int = 2000) -> ChainReport:
+    """Recompute every link in id order; report the first event whose link does not hold."""
+    prev_hash = GENESIS_HASH
+    checked = 0
+    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=batch_size):
+        if event.prev_hash != prev_hash:
+            return ChainReport(checked, event.id, "prev_hash does not match the previous event")
+        if canonical_sha256(_content(event)) != event.content_hash:
+            return ChainReport(checked, event.id, "content does not match content_hash")
+        if _chain(prev_hash, event.content_hash) != event.chain_hash:
+            return ChainReport(checked, event.id, "chain_hash does not match")
+        prev_hash = event.chain_hash
+        checked += 1
+    return ChainReport(checked, None, "ok")

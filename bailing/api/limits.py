@@ -1,0 +1,32 @@
+"""Byte and character budgets, measured exactly as the protocol says.
+
+* "UTF-8 bytes of ``JSON.stringify(x)``" (research §H3): compact separators, non-ASCII kept as UTF-8,
+  which matches JavaScript for every value the hub accepts (lone surrogates are rejected earlier).
+* "characters" of client text (research §H4): UTF-16 code units, as JavaScript's ``.length`` counts.
+* Unicode code points are used only where the spec says so (tool descriptions and guidance).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def compact_json_utf8_bytes(value: Any) -> int:
+    """Size in UTF-8 bytes of the compact JSON serialisation of ``value``."""
+    return len(
+        json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    )
+
+
+def utf16_length(text: str) -> int:
+    """Length in UTF-16 code units (JavaScript ``String.length``)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def truncate_utf8(text: str, max_bytes: int) -> str:
+    """Longest prefix of whole characters whose UTF-8 encoding fits ``max_bytes``."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[:max_bytes].decode("utf-8", "ignore")

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class BailingConfig(AppConfig):
+    name = "bailing"
+    verbose_name = "Bailing Hub"
+
+    def ready(self) -> None:
+        from bailing.roles import roles_sync_after_migrate
+
+        # Roles are plumbing (groups + model permissions), not domain logic: syncing them after
+        # every migrate keeps them complete as apps add permissions.
+        post_migrate.connect(roles_sync_after_migrate, sender=self)

@@ -1,0 +1,4 @@
+"""Console routes (/console/)."""
+
+app_name = "console"
+urlpatterns: list = []

@@ -1,0 +1,54 @@
+"""Console roles as Django groups of model permissions.
+
+* administrator — everything the console offers (configuration, clients, sessions, audit, approvals).
+* approver — reads workspaces/clients/sessions and decides approvals (arrives with approvals).
+* auditor — read-only: clients, sessions, workspaces, audit history.
+
+Every role may approve an agent sign-in *for themselves* on the consent page: the agent then acts on
+behalf of that user, so no one can grant more than they are.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, Permission
+
+ADMINISTRATOR = "administrator"
+APPROVER = "approver"
+AUDITOR = "auditor"
+
+_READ = [
+    "agent_runtime.view_client",
+    "agent_runtime.view_route",
+    "agent_runtime.view_agentsession",
+    "agent_runtime.consent_agentauthorization",
+]
+
+ROLE_PERMISSIONS: dict[str, list[str]] = {
+    ADMINISTRATOR: [
+        *_READ,
+        "agent_runtime.add_client",
+        "agent_runtime.change_client",
+        "agent_runtime.change_agentsession",
+        "approvals.view_auditevent",
+        "approvals.verify_auditevent",
+    ],
+    APPROVER: [*_READ],
+    AUDITOR: [*_READ, "approvals.view_auditevent", "approvals.verify_auditevent"],
+}
+
+
+def roles_sync() -> None:
+    """Create or update the three role groups with exactly their permissions."""
+    for role, names in ROLE_PERMISSIONS.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        perms = []
+        for name in names:
+            app_label, codename = name.split(".", 1)
+            perm = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if perm is not None:
+                perms.append(perm)
+        group.permissions.set(perms)
+
+
+def roles_sync_after_migrate(**kwargs) -> None:
+    roles_sync()

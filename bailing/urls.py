@@ -1,0 +1,13 @@
+"""URL map. Agent surfaces answer JSON everywhere under their prefixes, including unknown paths."""
+
+from django.urls import include, path, re_path
+
+from bailing.api.views import ApiNotFound, HealthApi
+
+urlpatterns = [
+    path("health", HealthApi.as_view(), name="health"),
+    path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
+    path("agent-api/v1/", include("agent_runtime.api.urls")),
+    path("console/", include("bailing.console.urls")),
+    re_path(r"^(?:agent-api|agent-auth)/.*$", ApiNotFound.as_view()),
+]

@@ -1,0 +1,1 @@
+"""Knowledge bases, documents and chunks arrive with the knowledge issue."""

@@ -1,0 +1,98 @@
+"""factory-boy factories shared by every test layer."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import factory
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.utils import timezone
+
+from agent_runtime.models import AgentRefreshToken, AgentSession, Client, Route
+from agent_runtime.tokens import (
+    ACCESS_TOKEN_PREFIX,
+    CLIENT_TOKEN_PREFIX,
+    REFRESH_TOKEN_PREFIX,
+    display_prefix,
+    new_secret,
+    secret_hash,
+)
+
+
+class ClientFactory(factory.django.DjangoModelFactory):
+    """A hub-consent agent client allowed every route. ``client._token`` holds its Client Token."""
+
+    class Meta:
+        model = Client
+
+    app_id = factory.Sequence(lambda n: f"client-{n}")
+    name = factory.Sequence(lambda n: f"Client {n}")
+    allowed_routes = factory.LazyFunction(lambda: ["*"])
+    hub_consent = True
+
+    @factory.post_generation
+    def token(obj, create, extracted, **kwargs):
+        plaintext = extracted or new_secret(CLIENT_TOKEN_PREFIX)
+        obj.token_hash = secret_hash(plaintext)
+        obj.token_prefix = display_prefix(plaintext)
+        obj._token = plaintext
+        if create:
+            obj.save(update_fields=["token_hash", "token_prefix"])
+
+
+class RouteFactory(factory.django.DjangoModelFactory):
+    """An enabled agent workspace with defaults everywhere else."""
+
+    class Meta:
+        model = Route
+
+    route_key = factory.Sequence(lambda n: f"workspace-{n}")
+    name = factory.Sequence(lambda n: f"Workspace {n}")
+    target_config = factory.LazyFunction(lambda: {"system_prompt": "You help with orders."})
+    agent_client = factory.LazyFunction(lambda: {"enabled": True})
+
+
+class AgentSessionFactory(factory.django.DjangoModelFactory):
+    """A live agent session. ``session._access`` / ``session._refresh`` hold its plaintext tokens."""
+
+    class Meta:
+        model = AgentSession
+
+    client = factory.SubFactory(ClientFactory)
+    device_label = "test laptop"
+    principal = factory.LazyFunction(lambda: {"id": "alice", "roles": []})
+    on_behalf_of = "alice"
+    allowed_routes = factory.LazyFunction(list)
+    access_expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(seconds=900))
+    refresh_expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(days=30))
+
+    @factory.post_generation
+    def tokens(obj, create, extracted, **kwargs):
+        access = new_secret(ACCESS_TOKEN_PREFIX)
+        refresh = new_secret(REFRESH_TOKEN_PREFIX)
+        obj.access_token_hash = secret_hash(access)
+        obj._access = access
+        obj._refresh = refresh
+        if create:
+            obj.save(update_fields=["access_token_hash"])
+            AgentRefreshToken.objects.create(
+                token_hash=secret_hash(refresh), session=obj, expires_at=obj.refresh_expires_at
+            )
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    """A console user; pass ``roles=["administrator"]`` to put them in role groups. Password: ``correct-horse-battery``."""
+
+    class Meta:
+        model = get_user_model()
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.PostGenerationMethodCall("set_password", "correct-horse-battery")
+
+    @factory.post_generation
+    def roles(obj, create, extracted, **kwargs):
+        obj.save()
+        for role in extracted or []:
+            obj.groups.add(Group.objects.get(name=role))

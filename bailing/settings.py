@@ -7,6 +7,7 @@ starts (or reuses) an embedded PostgreSQL with pgvector under ``var/``. Producti
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -24,16 +25,36 @@ if BAILING_ENV not in {"development", "production"}:
 PRODUCTION = BAILING_ENV == "production"
 
 DEBUG = env.bool("DEBUG", default=not PRODUCTION)
-_DEV_SECRET = "dev-insecure-secret-key-change-me-0123456789abcdefghijklmnopqrstuvwxyz"
-SECRET_KEY = env.str("SECRET_KEY", default=_DEV_SECRET)
 
+
+def _development_secret_key() -> str:
+    """A random key generated once per checkout (var/secret_key, mode 0600): no shared default."""
+    import secrets
+
+    path = BASE_DIR / "var" / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(64)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
+
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
 if PRODUCTION:
     if DEBUG:
         raise ImproperlyConfigured("DEBUG must be off when BAILING_ENV=production")
-    if SECRET_KEY == _DEV_SECRET or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure"):
         raise ImproperlyConfigured(
             "SECRET_KEY must be set to a random value of at least 50 characters in production"
         )
+elif not SECRET_KEY:
+    try:
+        SECRET_KEY = _development_secret_key()
+    except FileExistsError:  # another process created it between our check and open
+        SECRET_KEY = (BASE_DIR / "var" / "secret_key").read_text().strip()
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -142,7 +163,7 @@ if PRODUCTION:
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- REST framework ---------------------------------------------------------------------------------
@@ -155,6 +176,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "bailing.api.exception_handler.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+# Benchmark-only baseline endpoint (bailing_bench sets this for the server it starts).
+BAILING_BENCH_ENDPOINTS = env.bool("BAILING_BENCH_ENDPOINTS", default=False)
 # Default raw JSON budget of agent/business endpoints that do not name their own.
 BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_048_576)
 

@@ -1,5 +1,6 @@
 """URL map. Agent surfaces answer JSON everywhere under their prefixes, including unknown paths."""
 
+from django.conf import settings
 from django.urls import include, path, re_path
 
 from bailing.api.views import ApiNotFound, HealthApi
@@ -9,5 +10,12 @@ urlpatterns = [
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
     path("agent-api/v1/", include("agent_runtime.api.urls")),
     path("console/", include("bailing.console.urls")),
-    re_path(r"^(?:agent-api|agent-auth)/.*$", ApiNotFound.as_view()),
 ]
+
+if settings.BAILING_BENCH_ENDPOINTS:
+    from bailing.api.bench import BareApi
+
+    urlpatterns.append(path("agent-api/v1/_bench/bare", BareApi.as_view()))
+
+# Last: anything else under the agent prefixes answers the JSON 404 envelope.
+urlpatterns.append(re_path(r"^(?:agent-api|agent-auth)/.*$", ApiNotFound.as_view()))

@@ -1,0 +1,25 @@
+"""gunicorn settings for Bailing Hub (``gunicorn -c bailing/gunicorn.conf.py bailing.wsgi``).
+
+Sync workers with a few threads each: agent calls are short and database-bound, and persistent
+database connections (``DB_CONN_MAX_AGE``) are kept per thread. Every value can be overridden from
+the environment. Access logs are off by default: request lines carry query strings.
+"""
+
+import multiprocessing
+import os
+
+bind = os.environ.get("BAILING_BIND") or "127.0.0.1:8000"
+workers = int(os.environ.get("GUNICORN_WORKERS") or max(2, multiprocessing.cpu_count()))
+threads = int(os.environ.get("GUNICORN_THREADS") or 4)
+worker_class = "gthread"
+timeout = int(os.environ.get("GUNICORN_TIMEOUT") or 60)
+graceful_timeout = 20
+keepalive = 5
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS") or 5000)
+max_requests_jitter = 500
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS") or "127.0.0.1"
+accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOGLEVEL") or "info"
+# Settings start or attach to the embedded PostgreSQL once in the master, before workers fork.
+preload_app = True

@@ -1,0 +1,51 @@
+"""Production settings refuse unsafe configuration; `check --deploy` is clean when configured well."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "bailing.settings", **env}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
+
+
+PRODUCTION = {
+    "BAILING_ENV": "production",
+    "DEBUG": "false",
+    "ALLOWED_HOSTS": "hub.example.com",
+    "BAILING_PUBLIC_URL": "https://hub.example.com",
+}
+
+
+def test_check_deploy_is_clean_with_production_settings():
+    result = run_manage(
+        "check", "--deploy", "--fail-level", "WARNING", SECRET_KEY=secrets.token_urlsafe(64), **PRODUCTION
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"DEBUG": "true", "SECRET_KEY": secrets.token_urlsafe(64)},
+        {"SECRET_KEY": "short"},
+        {"SECRET_KEY": ""},
+        {"SECRET_KEY": "a" * 60},
+    ],
+)
+def test_production_refuses_unsafe_configuration(override):
+    result = run_manage("check", **{**PRODUCTION, **override})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr

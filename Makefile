@@ -22,7 +22,7 @@ demo: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/python manage.py bailing_demo --public-url http://$(HOST):$(PORT)
-	BAILING_BIND=$(HOST):$(PORT) $(BIN)/gunicorn -c bailing/gunicorn.conf.py bailing.wsgi
+	BAILING_BIND=$(HOST):$(PORT) ./scripts/run-demo
 
 ## Run the whole test suite (service, API contract and headless-Chromium console tests).
 test: install browser

@@ -1,3 +1,34 @@
-"""Agent Auth v1 routes (/agent-auth/v1/)."""
+"""Agent Auth v1 routes (/agent-auth/v1/).
 
-urlpatterns: list = []
+Ids are captured as plain strings: the services answer a malformed id with the same 404
+``not_found`` as an unknown one. Anything else under /agent-auth/ falls through to the JSON 404.
+"""
+
+from django.urls import path
+
+from agent_runtime.api import auth_views as views
+
+urlpatterns = [
+    path("authorizations", views.AuthorizationCreateApi.as_view(), name="agent-auth-authorization-create"),
+    path(
+        "authorizations/<str:authorization_id>",
+        views.AuthorizationDetailApi.as_view(),
+        name="agent-auth-authorization-detail",
+    ),
+    path(
+        "authorizations/<str:authorization_id>/approve",
+        views.AuthorizationApproveApi.as_view(),
+        name="agent-auth-authorization-approve",
+    ),
+    path(
+        "authorizations/<str:authorization_id>/deny",
+        views.AuthorizationDenyApi.as_view(),
+        name="agent-auth-authorization-deny",
+    ),
+    path("token", views.TokenApi.as_view(), name="agent-auth-token"),
+    path("session", views.SessionDetailApi.as_view(), name="agent-auth-session"),
+    path("revoke", views.RevokeApi.as_view(), name="agent-auth-revoke"),
+    path(
+        "sessions/<str:session_id>/revoke", views.SessionRevokeApi.as_view(), name="agent-auth-session-revoke"
+    ),
+]

@@ -25,6 +25,8 @@ class ClientFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Client
+        # The post-generation hook saves what it changes itself.
+        skip_postgeneration_save = True
 
     app_id = factory.Sequence(lambda n: f"client-{n}")
     name = factory.Sequence(lambda n: f"Client {n}")
@@ -58,6 +60,7 @@ class AgentSessionFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = AgentSession
+        skip_postgeneration_save = True
 
     client = factory.SubFactory(ClientFactory)
     device_label = "test laptop"
@@ -96,3 +99,4 @@ class UserFactory(factory.django.DjangoModelFactory):
         obj.save()
         for role in extracted or []:
             obj.groups.add(Group.objects.get(name=role))
+

@@ -1,0 +1,861 @@
+"""Contract of /agent-auth/v1: statuses, error codes, response shapes, headers, throttling, races."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession
+from tests.factories import ClientFactory
+from tests.support.agent_client import pkce_pair
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/agent-auth/v1"
+REDIRECT = "http://127.0.0.1:53682/callback"
+PRINCIPAL = {"id": "alice", "tenant": "t1", "roles": ["staff"], "audience": "staff", "channel": "web"}
+
+
+@pytest.fixture
+def business():
+    return ClientFactory(
+        app_id="shop",
+        name="Shop",
+        hub_consent=False,
+        agent_authorize_url="https://business.example.com/agent/authorize",
+        allowed_routes=["orders", "tickets"],
+    )
+
+
+def create_body(**overrides):
+    verifier, challenge = pkce_pair()
+    body = {
+        "client_app_id": "shop",
+        "redirect_uri": REDIRECT,
+        "state": "state-1234567",
+        "requested_routes": ["orders"],
+        "device_label": "laptop",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    body.update(overrides)
+    return body, verifier
+
+
+def post(client, path, body=None, token=None, **extra):
+    if token:
+        extra["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return client.post(BASE + path, body if body is not None else {}, format="json", **extra)
+
+
+def get(client, path, token=None):
+    extra = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    return client.get(BASE + path, **extra)
+
+
+def assert_error(response, status, code):
+    assert response.status_code == status, response.content
+    assert response.json()["error"] == code
+    assert response["Cache-Control"] == "no-store"
+
+
+def start(api_client, **overrides):
+    body, verifier = create_body(**overrides)
+    response = post(api_client, "/authorizations", body)
+    assert response.status_code == 201, response.content
+    return response.json()["authorization_id"], verifier
+
+
+def approve_body(**overrides):
+    body = {"principal": dict(PRINCIPAL), "on_behalf_of": "t1:alice", "allowed_routes": ["orders"]}
+    body.update(overrides)
+    return body
+
+
+def approved_code(api_client, business, **overrides):
+    authorization_id, verifier = start(api_client, **overrides)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(), business._token
+    )
+    assert response.status_code == 200, response.content
+    code = parse_qs(urlsplit(response.json()["redirect_uri"]).query)["code"][0]
+    return authorization_id, code, verifier
+
+
+def code_grant(code, verifier, overrides=None):
+    body = {
+        "grant_type": "authorization_code",
+        "client_app_id": "shop",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "code_verifier": verifier,
+    }
+    body.update(overrides or {})
+    return body
+
+
+def logged_in(api_client, business):
+    _, code, verifier = approved_code(api_client, business)
+    response = post(api_client, "/token", code_grant(code, verifier))
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+# --- POST /authorizations ---------------------------------------------------------------------------------
+
+
+def test_create_returns_201_with_the_upstream_shape(api_client, business):
+    body, _ = create_body()
+    response = post(api_client, "/authorizations", body)
+    assert response.status_code == 201
+    assert response["Cache-Control"] == "no-store"
+    data = response.json()
+    assert set(data) == {"authorization_id", "authorization_url", "expires_in"}
+    assert data["expires_in"] == 600
+    assert data["authorization_url"] == (
+        f"https://business.example.com/agent/authorize?authorization_id={data['authorization_id']}"
+    )
+    assert AgentAuthorization.objects.get(pk=data["authorization_id"]).status == "pending"
+
+
+CREATE_INVALID = [
+    ("unknown_field", {"scope": "x"}),
+    ("client_app_id", {"client_app_id": "Shop"}),
+    ("client_app_id", {"client_app_id": "s"}),
+    ("client_app_id", {"client_app_id": 5}),
+    ("redirect_uri", {"redirect_uri": "https://127.0.0.1:53682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://localhost:53682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://127.0.0.1/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://127.0.0.1:0/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://127.0.0.1:65536/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://user@127.0.0.1:53682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://127.0.0.1:53682/callback#frag"}),
+    ("redirect_uri", {"redirect_uri": "http://[::1]:53682/" + "a" * 2048}),
+    ("redirect_uri", {"redirect_uri": "http://10.0.0.1:53682/callback"}),
+    ("state", {"state": "1234567"}),
+    ("state", {"state": "s" * 513}),
+    ("state", {"state": 12345678}),
+    ("requested_routes", {"requested_routes": []}),
+    ("requested_routes", {"requested_routes": "orders"}),
+    ("requested_routes", {"requested_routes": ["orders", "orders"]}),
+    ("requested_routes", {"requested_routes": ["*"]}),
+    ("requested_routes", {"requested_routes": ["auto"]}),
+    ("requested_routes", {"requested_routes": ["Orders"]}),
+    ("requested_routes", {"requested_routes": [f"r{i:02d}" for i in range(65)]}),
+    ("device_label", {"device_label": ""}),
+    ("device_label", {"device_label": "   "}),
+    ("device_label", {"device_label": "d" * 129}),
+    ("device_label", {"device_label": "line\nbreak"}),
+    ("code_challenge", {"code_challenge": "a" * 42}),
+    ("code_challenge", {"code_challenge": "a" * 44}),
+    ("code_challenge", {"code_challenge": "+" * 43}),
+    ("code_challenge_method", {"code_challenge_method": "plain"}),
+    ("code_challenge_method", {"code_challenge_method": "s256"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "overrides"), CREATE_INVALID, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CREATE_INVALID)]
+)
+def test_create_validation_is_invalid_request(api_client, business, rule, overrides):
+    body, _ = create_body(**overrides)
+    response = post(api_client, "/authorizations", body)
+    assert_error(response, 400, "invalid_request")
+    assert not AgentAuthorization.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "client_app_id",
+        "redirect_uri",
+        "state",
+        "requested_routes",
+        "device_label",
+        "code_challenge",
+        "code_challenge_method",
+    ],
+)
+def test_create_every_field_is_required(api_client, business, field):
+    body, _ = create_body()
+    del body[field]
+    response = post(api_client, "/authorizations", body)
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == field
+
+
+def test_create_limits_are_inclusive(api_client, business):
+    start(
+        api_client,
+        state="s" * 512,
+        device_label="d" * 128,
+        redirect_uri="http://[::1]:65535/cb",
+        requested_routes=["orders", "tickets"],
+    )
+    start(api_client, state="s" * 8, device_label="d")
+
+
+@pytest.mark.parametrize("raw", [b"[]", b'"x"', b"{", b'{"state":"a","state":"b"}'])
+def test_create_rejects_non_object_and_malformed_json(api_client, business, raw):
+    response = api_client.post(BASE + "/authorizations", raw, content_type="application/json")
+    assert_error(response, 400, "invalid_request")
+
+
+def test_create_body_budget_is_413(api_client, business):
+    body, _ = create_body(device_label="d" * 20000)
+    assert_error(post(api_client, "/authorizations", body), 413, "arguments_too_large")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"enabled": False},
+        {"agent_authorize_url": "", "hub_consent": False},
+        {"allowed_routes": ["tickets"]},
+    ],
+)
+def test_create_for_an_unusable_client_is_invalid_client(api_client, business, change):
+    for key, value in change.items():
+        setattr(business, key, value)
+    business.save()
+    body, _ = create_body()
+    assert_error(post(api_client, "/authorizations", body), 400, "invalid_client")
+
+
+def test_create_for_an_unknown_client_is_invalid_client(api_client, business):
+    body, _ = create_body(client_app_id="nobody")
+    assert_error(post(api_client, "/authorizations", body), 400, "invalid_client")
+
+
+def test_create_with_a_broken_business_page_is_503(api_client, business):
+    business.agent_authorize_url = "https://user:pw@business.example.com/authorize"
+    business.save()
+    body, _ = create_body()
+    assert_error(post(api_client, "/authorizations", body), 503, "agent_authorize_url_invalid")
+
+
+def test_create_throttle_is_429_with_retry_after_per_client_and_ip(api_client, business):
+    for _ in range(10):
+        body, _ = create_body()
+        assert post(api_client, "/authorizations", body, REMOTE_ADDR="192.0.2.10").status_code == 201
+    body, _ = create_body()
+    response = post(api_client, "/authorizations", body, REMOTE_ADDR="192.0.2.10")
+    assert_error(response, 429, "rate_limited")
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert response.json()["retry_after_seconds"] == int(response["Retry-After"])
+    assert post(api_client, "/authorizations", body, REMOTE_ADDR="192.0.2.11").status_code == 201
+    ClientFactory(app_id="other", allowed_routes=["*"])
+    other, _ = create_body(client_app_id="other")
+    assert post(api_client, "/authorizations", other, REMOTE_ADDR="192.0.2.10").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_create_throttle_holds_under_concurrency(business):
+    results: list[int] = []
+    barrier = threading.Barrier(14)
+
+    def worker():
+        try:
+            body, _ = create_body()
+            client = APIClient()
+            barrier.wait()
+            results.append(post(client, "/authorizations", body, REMOTE_ADDR="192.0.2.20").status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(14)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [201] * 10 + [429] * 4
+    assert AgentAuthorization.objects.filter(created_ip="192.0.2.20").count() == 10
+
+
+# --- GET /authorizations/{id} -----------------------------------------------------------------------------
+
+
+def test_context_shows_the_consent_facts_and_no_secrets(api_client, business):
+    authorization_id, _ = start(api_client, requested_routes=["orders", "tickets"])
+    response = get(api_client, f"/authorizations/{authorization_id}", business._token)
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    data = response.json()
+    expires_at = AgentAuthorization.objects.get(pk=authorization_id).expires_at
+    assert data == {
+        "authorization_id": authorization_id,
+        "client": {"app_id": "shop", "name": "Shop"},
+        "device": {"name": "laptop"},
+        "requested_routes": ["orders", "tickets"],
+        "status": "pending",
+        "expires_at": expires_at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{expires_at.microsecond // 1000:03d}Z",
+    }
+    assert "state" not in response.content.decode() and "127.0.0.1" not in response.content.decode()
+
+
+def test_context_reports_expired_once_past_the_deadline(api_client, business):
+    authorization_id, _ = start(api_client)
+    AgentAuthorization.objects.filter(pk=authorization_id).update(expires_at=timezone.now())
+    assert (
+        get(api_client, f"/authorizations/{authorization_id}", business._token).json()["status"] == "expired"
+    )
+
+
+def test_context_of_a_consumed_authorization_names_its_session(api_client, business):
+    authorization_id, code, verifier = approved_code(api_client, business)
+    tokens = post(api_client, "/token", code_grant(code, verifier)).json()
+    data = get(api_client, f"/authorizations/{authorization_id}", business._token).json()
+    assert data["status"] == "consumed"
+    assert data["session"]["session_id"] == tokens["session_id"]
+    assert data["session"]["state"] == "active"
+    assert data["session"]["subject_display_status"] == "missing"
+
+
+@pytest.mark.parametrize(
+    "authorization_id", ["not-a-uuid", "00000000-0000-4000-8000-000000000000", "1" * 300]
+)
+def test_context_of_unknown_or_malformed_ids_is_404(api_client, business, authorization_id):
+    assert_error(get(api_client, f"/authorizations/{authorization_id}", business._token), 404, "not_found")
+
+
+def test_business_endpoints_hide_other_clients_authorizations(api_client, business):
+    authorization_id, _ = start(api_client)
+    intruder = ClientFactory(allowed_routes=["*"])
+    assert_error(get(api_client, f"/authorizations/{authorization_id}", intruder._token), 404, "not_found")
+    path = f"/authorizations/{authorization_id}"
+    assert_error(post(api_client, path + "/approve", approve_body(), intruder._token), 404, "not_found")
+    assert_error(post(api_client, path + "/deny", {}, intruder._token), 404, "not_found")
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
+
+
+@pytest.mark.parametrize("token", [None, "bct_" + "x" * 43, "short"])
+def test_business_endpoints_need_a_valid_client_token(api_client, business, token):
+    authorization_id, _ = start(api_client)
+    assert_error(get(api_client, f"/authorizations/{authorization_id}", token), 401, "unauthorized")
+    assert_error(
+        post(api_client, f"/authorizations/{authorization_id}/approve", approve_body(), token),
+        401,
+        "unauthorized",
+    )
+
+
+def test_a_disabled_clients_token_is_401(api_client, business):
+    authorization_id, _ = start(api_client)
+    business.enabled = False
+    business.save()
+    assert_error(get(api_client, f"/authorizations/{authorization_id}", business._token), 401, "unauthorized")
+
+
+# --- approve / deny ---------------------------------------------------------------------------------------
+
+
+def test_approve_returns_only_the_redirect_uri(api_client, business):
+    authorization_id, _ = start(api_client, state="state with & and =")
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(), business._token
+    )
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    assert set(response.json()) == {"redirect_uri"}
+    params = parse_qs(urlsplit(response.json()["redirect_uri"]).query)
+    assert params["state"] == ["state with & and ="]
+    assert params["code"][0].startswith("bhc_")
+
+
+def test_approve_accepts_the_optional_fields(api_client, business):
+    authorization_id, _ = start(api_client)
+    body = approve_body(principal={"id": "a" * 128, "roles": ["r" * 64] * 64}, on_behalf_of="o" * 191)
+    body["subject_display"] = {"name": "n" * 120}
+    assert (
+        post(api_client, f"/authorizations/{authorization_id}/approve", body, business._token).status_code
+        == 200
+    )
+    authorization_id, _ = start(api_client)
+    body = approve_body(principal={"id": "a"}, subject_display=None)
+    assert (
+        post(api_client, f"/authorizations/{authorization_id}/approve", body, business._token).status_code
+        == 200
+    )
+
+
+APPROVE_INVALID = [
+    ("unknown_field", {"scope": "x"}),
+    ("principal", {"principal": "alice"}),
+    ("principal.unknown", {"principal": {"id": "alice", "email": "a@example.com"}}),
+    ("principal.id", {"principal": {"roles": []}}),
+    ("principal.id", {"principal": {"id": ""}}),
+    ("principal.id", {"principal": {"id": "i" * 129}}),
+    ("principal.tenant", {"principal": {"id": "a", "tenant": "t" * 129}}),
+    ("principal.roles", {"principal": {"id": "a", "roles": ["r"] * 65}}),
+    ("principal.roles", {"principal": {"id": "a", "roles": ["r" * 65]}}),
+    ("principal.roles", {"principal": {"id": "a", "roles": [""]}}),
+    ("principal.roles", {"principal": {"id": "a", "roles": "admin"}}),
+    ("principal.audience", {"principal": {"id": "a", "audience": "a" * 65}}),
+    ("principal.channel", {"principal": {"id": "a", "channel": "c" * 129}}),
+    ("on_behalf_of", {"on_behalf_of": ""}),
+    ("on_behalf_of", {"on_behalf_of": "o" * 192}),
+    ("on_behalf_of", {"on_behalf_of": None}),
+    ("allowed_routes", {"allowed_routes": []}),
+    ("allowed_routes", {"allowed_routes": ["orders", "orders"]}),
+    ("allowed_routes", {"allowed_routes": ["*"]}),
+    ("allowed_routes", {"allowed_routes": ["auto"]}),
+    ("subject_display", {"subject_display": "Team"}),
+    ("subject_display", {"subject_display": {"name": "Team", "logo": "x"}}),
+    ("subject_display", {"subject_display": {"name": "n" * 121}}),
+    ("subject_display", {"subject_display": {"name": "  "}}),
+    ("subject_display", {"subject_display": {"name": "a\u2028b"}}),
+    ("subject_display", {"subject_display": {"name": "a\x85b"}}),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "overrides"), APPROVE_INVALID, ids=[f"{r}-{i}" for i, (r, _) in enumerate(APPROVE_INVALID)]
+)
+def test_approve_validation_is_invalid_request(api_client, business, rule, overrides):
+    authorization_id, _ = start(api_client)
+    body = approve_body(**overrides)
+    response = post(api_client, f"/authorizations/{authorization_id}/approve", body, business._token)
+    assert_error(response, 400, "invalid_request")
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
+
+
+def test_approve_missing_required_fields_is_invalid_request(api_client, business):
+    authorization_id, _ = start(api_client)
+    for field in ("principal", "on_behalf_of", "allowed_routes"):
+        body = approve_body()
+        del body[field]
+        response = post(api_client, f"/authorizations/{authorization_id}/approve", body, business._token)
+        assert_error(response, 400, "invalid_request")
+
+
+@pytest.mark.parametrize("routes", [["tickets"], ["orders", "tickets"], ["billing"]])
+def test_approve_outside_requested_or_allowed_routes_is_403(api_client, business, routes):
+    authorization_id, _ = start(api_client, requested_routes=["orders"])
+    body = approve_body(allowed_routes=routes)
+    response = post(api_client, f"/authorizations/{authorization_id}/approve", body, business._token)
+    assert_error(response, 403, "route_not_allowed")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_approve_after_expiry_is_410_and_the_flip_persists(business):
+    api_client = APIClient()
+    authorization_id, _ = start(api_client)
+    AgentAuthorization.objects.filter(pk=authorization_id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(), business._token
+    )
+    assert_error(response, 410, "expired")
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "expired"
+    response = post(api_client, f"/authorizations/{authorization_id}/deny", {}, business._token)
+    assert_error(response, 409, "invalid_state")
+
+
+def test_deny_after_expiry_is_410(api_client, business):
+    authorization_id, _ = start(api_client)
+    AgentAuthorization.objects.filter(pk=authorization_id).update(expires_at=timezone.now())
+    assert_error(
+        post(api_client, f"/authorizations/{authorization_id}/deny", {}, business._token), 410, "expired"
+    )
+
+
+def test_decisions_twice_are_409(api_client, business):
+    authorization_id, _ = start(api_client)
+    path = f"/authorizations/{authorization_id}"
+    assert post(api_client, path + "/approve", approve_body(), business._token).status_code == 200
+    assert_error(post(api_client, path + "/approve", approve_body(), business._token), 409, "invalid_state")
+    assert_error(post(api_client, path + "/deny", {}, business._token), 409, "invalid_state")
+
+
+def test_deny_redirects_with_access_denied(api_client, business):
+    authorization_id, _ = start(api_client)
+    response = post(api_client, f"/authorizations/{authorization_id}/deny", {}, business._token)
+    assert response.status_code == 200
+    assert set(response.json()) == {"redirect_uri"}
+    uri = response.json()["redirect_uri"]
+    assert uri.startswith(REDIRECT + "?")
+    assert parse_qs(urlsplit(uri).query) == {"error": ["access_denied"], "state": ["state-1234567"]}
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "denied"
+
+
+def test_deny_accepts_an_empty_body_but_no_fields(api_client, business):
+    authorization_id, _ = start(api_client)
+    path = f"{BASE}/authorizations/{authorization_id}/deny"
+    response = api_client.post(
+        path, {"reason": "no"}, format="json", HTTP_AUTHORIZATION=f"Bearer {business._token}"
+    )
+    assert_error(response, 400, "invalid_request")
+    response = api_client.post(path, HTTP_AUTHORIZATION=f"Bearer {business._token}")
+    assert response.status_code == 200
+
+
+def test_decisions_on_malformed_ids_are_404(api_client, business):
+    assert_error(
+        post(api_client, "/authorizations/xyz/approve", approve_body(), business._token), 404, "not_found"
+    )
+    assert_error(post(api_client, "/authorizations/xyz/deny", {}, business._token), 404, "not_found")
+
+
+# --- POST /token ------------------------------------------------------------------------------------------
+
+
+def test_token_exchange_returns_the_upstream_token_response(api_client, business):
+    _, code, verifier = approved_code(api_client, business)
+    response = post(api_client, "/token", code_grant(code, verifier))
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    assert response["Pragma"] == "no-cache"
+    data = response.json()
+    assert set(data) == {
+        "token_type",
+        "access_token",
+        "expires_in",
+        "refresh_token",
+        "refresh_expires_in",
+        "session_id",
+        "client_app_id",
+        "subject_display",
+        "subject_display_status",
+    }
+    assert data["token_type"] == "Bearer"
+    assert data["access_token"].startswith("bha_") and data["refresh_token"].startswith("bhr_")
+    assert data["expires_in"] == 900
+    assert (
+        isinstance(data["refresh_expires_in"], int)
+        and 30 * 86400 - 5 <= data["refresh_expires_in"] <= 30 * 86400
+    )
+    assert data["client_app_id"] == "shop"
+    assert (data["subject_display"], data["subject_display_status"]) == (None, "missing")
+    assert AgentSession.objects.filter(pk=data["session_id"]).exists()
+
+
+def test_token_errors_carry_no_store_and_pragma(api_client, business):
+    response = post(api_client, "/token", {"grant_type": "password"})
+    assert_error(response, 400, "unsupported_grant_type")
+    assert response["Pragma"] == "no-cache"
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({}, "invalid_request"),
+        ({"client_app_id": "shop"}, "invalid_request"),
+        ({"grant_type": 1}, "invalid_request"),
+        ({"grant_type": "password", "client_app_id": "shop"}, "unsupported_grant_type"),
+        ({"grant_type": "client_credentials"}, "unsupported_grant_type"),
+        ({"grant_type": ""}, "unsupported_grant_type"),
+    ],
+)
+def test_grant_type_rules(api_client, business, body, code):
+    assert_error(post(api_client, "/token", body), 400, code)
+
+
+def test_token_body_must_be_an_object(api_client, business):
+    response = api_client.post(BASE + "/token", b"[]", content_type="application/json")
+    assert_error(response, 400, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code"),
+    [
+        ({"scope": "all"}, "invalid_request"),
+        ({"client_app_id": "Shop!"}, "invalid_request"),
+        ({"code": 5}, "invalid_request"),
+        ({"code_verifier": None}, "invalid_request"),
+        ({"code": "bhc_short"}, "invalid_grant"),
+        ({"code": "bhx_" + "a" * 43}, "invalid_grant"),
+        ({"code": "bhc_" + "a" * 43}, "invalid_grant"),
+        ({"code_verifier": "a" * 42}, "invalid_grant"),
+        ({"code_verifier": "a" * 129}, "invalid_grant"),
+        ({"code_verifier": "a" * 42 + "!"}, "invalid_grant"),
+        ({"code_verifier": "a" * 43}, "invalid_grant"),
+        ({"redirect_uri": "http://127.0.0.1:53683/callback"}, "invalid_grant"),
+        ({"redirect_uri": "https://example.com/callback"}, "invalid_grant"),
+        ({"client_app_id": "other"}, "invalid_grant"),
+        ({"client_app_id": "nobody"}, "invalid_grant"),
+    ],
+)
+def test_code_grant_failures(api_client, business, overrides, code):
+    ClientFactory(app_id="other", allowed_routes=["*"])
+    _, auth_code, verifier = approved_code(api_client, business)
+    assert_error(post(api_client, "/token", code_grant(auth_code, verifier, overrides)), 400, code)
+    # None of these burned the code.
+    assert post(api_client, "/token", code_grant(auth_code, verifier)).status_code == 200
+
+
+def test_missing_code_grant_field_is_invalid_request(api_client, business):
+    _, auth_code, verifier = approved_code(api_client, business)
+    body = code_grant(auth_code, verifier)
+    del body["code_verifier"]
+    assert_error(post(api_client, "/token", body), 400, "invalid_request")
+
+
+def test_code_is_single_use_and_expires(api_client, business):
+    authorization_id, code, verifier = approved_code(api_client, business)
+    assert post(api_client, "/token", code_grant(code, verifier)).status_code == 200
+    assert_error(post(api_client, "/token", code_grant(code, verifier)), 400, "invalid_grant")
+    authorization_id, code, verifier = approved_code(api_client, business)
+    AgentAuthorization.objects.filter(pk=authorization_id).update(code_expires_at=timezone.now())
+    assert_error(post(api_client, "/token", code_grant(code, verifier)), 400, "invalid_grant")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_code_exchanges_succeed_exactly_once(business):
+    _, code, verifier = approved_code(APIClient(), business)
+    results: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def worker():
+        try:
+            client = APIClient()
+            barrier.wait()
+            results.append(post(client, "/token", code_grant(code, verifier)).status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [200] + [400] * 7
+    assert AgentSession.objects.count() == 1
+    assert AgentRefreshToken.objects.count() == 1
+
+
+def refresh_grant(tokens, overrides=None):
+    body = {"grant_type": "refresh_token", "client_app_id": "shop", "refresh_token": tokens["refresh_token"]}
+    body.update(overrides or {})
+    return body
+
+
+def test_refresh_rotates_and_the_old_access_token_stops_working(api_client, business):
+    first = logged_in(api_client, business)
+    response = post(api_client, "/token", refresh_grant(first))
+    assert response.status_code == 200
+    assert response["Pragma"] == "no-cache"
+    second = response.json()
+    assert second["session_id"] == first["session_id"]
+    assert second["refresh_expires_in"] <= first["refresh_expires_in"]
+    assert_error(get(api_client, "/session", first["access_token"]), 401, "unauthorized")
+    assert get(api_client, "/session", second["access_token"]).status_code == 200
+
+
+def test_refresh_replay_is_invalid_grant_and_revokes_the_session(api_client, business):
+    first = logged_in(api_client, business)
+    second = post(api_client, "/token", refresh_grant(first)).json()
+    assert_error(post(api_client, "/token", refresh_grant(first)), 400, "invalid_grant")
+    assert_error(get(api_client, "/session", second["access_token"]), 401, "unauthorized")
+    assert_error(post(api_client, "/token", refresh_grant(second)), 400, "invalid_grant")
+    assert AgentSession.objects.get(pk=first["session_id"]).revoke_reason == "refresh_replay"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code"),
+    [
+        ({"refresh_token": "bhr_short"}, "invalid_grant"),
+        ({"refresh_token": "bhr_" + "z" * 43}, "invalid_grant"),
+        ({"client_app_id": "other"}, "invalid_grant"),
+        ({"extra": 1}, "invalid_request"),
+        ({"refresh_token": 7}, "invalid_request"),
+        ({"code": "bhc_" + "a" * 43}, "invalid_request"),
+    ],
+)
+def test_refresh_grant_failures(api_client, business, overrides, code):
+    ClientFactory(app_id="other", allowed_routes=["*"])
+    tokens = logged_in(api_client, business)
+    assert_error(post(api_client, "/token", refresh_grant(tokens, overrides)), 400, code)
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoked_at is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_refreshes_with_one_token_end_in_one_success_and_a_revoked_session(business):
+    tokens = logged_in(APIClient(), business)
+    results: list[tuple[int, dict]] = []
+    barrier = threading.Barrier(2)
+
+    def worker():
+        try:
+            client = APIClient()
+            barrier.wait()
+            response = post(client, "/token", refresh_grant(tokens))
+            results.append((response.status_code, response.json()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(status for status, _ in results) == [200, 400]
+    assert [body["error"] for status, body in results if status == 400] == ["invalid_grant"]
+    # Upstream policy (research H27): the loser's request is a replay, so the session is revoked.
+    session = AgentSession.objects.get(pk=tokens["session_id"])
+    assert session.revoke_reason == "refresh_replay"
+    winner = next(body for status, body in results if status == 200)
+    assert_error(get(APIClient(), "/session", winner["access_token"]), 401, "unauthorized")
+
+
+# --- GET /session -----------------------------------------------------------------------------------------
+
+
+def test_session_returns_non_secret_metadata(api_client, business):
+    authorization_id, verifier = start(api_client)
+    redirect = post(
+        api_client,
+        f"/authorizations/{authorization_id}/approve",
+        approve_body(subject_display={"name": "Example team"}),
+        business._token,
+    ).json()
+    code = parse_qs(urlsplit(redirect["redirect_uri"]).query)["code"][0]
+    tokens = post(api_client, "/token", code_grant(code, verifier)).json()
+    response = get(api_client, "/session", tokens["access_token"])
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    data = response.json()
+    assert set(data) == {
+        "session_id",
+        "client_app_id",
+        "device_label",
+        "subject_display",
+        "subject_display_status",
+        "principal",
+        "on_behalf_of",
+        "allowed_routes",
+        "created_at",
+        "expires_at",
+        "refresh_expires_at",
+    }
+    assert data["session_id"] == tokens["session_id"]
+    assert data["client_app_id"] == "shop"
+    assert data["principal"] == PRINCIPAL
+    assert data["on_behalf_of"] == "t1:alice"
+    assert data["allowed_routes"] == ["orders"]
+    assert (data["subject_display"], data["subject_display_status"]) == ({"name": "Example team"}, "provided")
+    for key in ("created_at", "expires_at", "refresh_expires_at"):
+        assert data[key].endswith("Z")
+    assert data["expires_at"] < data["refresh_expires_at"]
+    assert tokens["access_token"] not in response.content.decode()
+
+
+@pytest.mark.parametrize("token", [None, "bha_short", "bhr_" + "x" * 43, "bha_" + "x" * 43])
+def test_session_needs_a_current_access_token(api_client, business, token):
+    logged_in(api_client, business)
+    assert_error(get(api_client, "/session", token), 401, "unauthorized")
+
+
+@pytest.mark.parametrize("change", [{"enabled": False}, {"agent_authorize_url": "", "hub_consent": False}])
+def test_a_disabled_client_makes_the_bearer_401(api_client, business, change):
+    tokens = logged_in(api_client, business)
+    for key, value in change.items():
+        setattr(business, key, value)
+    business.save()
+    assert_error(get(api_client, "/session", tokens["access_token"]), 401, "unauthorized")
+
+
+def test_an_expired_access_token_is_401(api_client, business):
+    tokens = logged_in(api_client, business)
+    AgentSession.objects.filter(pk=tokens["session_id"]).update(access_expires_at=timezone.now())
+    assert_error(get(api_client, "/session", tokens["access_token"]), 401, "unauthorized")
+
+
+# --- POST /revoke, POST /sessions/{id}/revoke -------------------------------------------------------------
+
+
+def test_revoke_with_the_access_bearer(api_client, business):
+    tokens = logged_in(api_client, business)
+    response = post(api_client, "/revoke", {}, tokens["access_token"])
+    assert response.status_code == 200
+    assert response.json() == {"revoked": True}
+    assert_error(get(api_client, "/session", tokens["access_token"]), 401, "unauthorized")
+    assert_error(post(api_client, "/token", refresh_grant(tokens)), 400, "invalid_grant")
+
+
+def test_revoke_with_bearer_and_the_sdk_body(api_client, business):
+    tokens = logged_in(api_client, business)
+    body = {"client_app_id": "shop", "refresh_token": tokens["refresh_token"]}
+    assert post(api_client, "/revoke", body, tokens["access_token"]).json() == {"revoked": True}
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoked_at is not None
+
+
+def test_revoke_with_the_refresh_token_body(api_client, business):
+    tokens = logged_in(api_client, business)
+    body = {"client_app_id": "shop", "refresh_token": tokens["refresh_token"]}
+    assert post(api_client, "/revoke", body).json() == {"revoked": True}
+    assert_error(get(api_client, "/session", tokens["access_token"]), 401, "unauthorized")
+
+
+def test_revoke_with_unknown_credentials_answers_the_same(api_client, business):
+    tokens = logged_in(api_client, business)
+    body = {"client_app_id": "shop", "refresh_token": "bhr_" + "q" * 43}
+    assert post(api_client, "/revoke", body).json() == {"revoked": True}
+    assert post(api_client, "/revoke", {}, "bha_" + "q" * 43).json() == {"revoked": True}
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoked_at is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"client_app_id": "shop"},
+        {"refresh_token": "bhr_" + "q" * 43},
+        {"client_app_id": "shop", "refresh_token": "bha_" + "q" * 43},
+        {"client_app_id": "Shop", "refresh_token": "bhr_" + "q" * 43},
+        {"client_app_id": "shop", "refresh_token": "bhr_" + "q" * 43, "all": True},
+    ],
+)
+def test_revoke_without_bearer_needs_the_refresh_body(api_client, business, body):
+    assert_error(post(api_client, "/revoke", body), 400, "invalid_request")
+
+
+def test_revoke_with_a_malformed_bearer_is_401(api_client, business):
+    assert_error(post(api_client, "/revoke", {}, "bct_" + "q" * 43), 401, "unauthorized")
+
+
+def test_business_revoke_is_scoped_and_idempotent(api_client, business):
+    tokens = logged_in(api_client, business)
+    path = f"/sessions/{tokens['session_id']}/revoke"
+    intruder = ClientFactory()
+    assert_error(post(api_client, path, {}, intruder._token), 404, "not_found")
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoked_at is None
+    assert post(api_client, path, {}, business._token).json() == {"revoked": True}
+    assert post(api_client, path, {}, business._token).json() == {"revoked": True}
+    assert_error(get(api_client, "/session", tokens["access_token"]), 401, "unauthorized")
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoke_reason == "business_revoked"
+
+
+@pytest.mark.parametrize("session_id", ["nope", "00000000-0000-4000-8000-000000000000"])
+def test_business_revoke_of_unknown_sessions_is_404(api_client, business, session_id):
+    assert_error(post(api_client, f"/sessions/{session_id}/revoke", {}, business._token), 404, "not_found")
+
+
+def test_business_revoke_needs_the_client_token(api_client, business):
+    tokens = logged_in(api_client, business)
+    path = f"/sessions/{tokens['session_id']}/revoke"
+    assert_error(post(api_client, path, {}, tokens["access_token"]), 401, "unauthorized")
+
+
+# --- surface ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/agent-auth/v1/nope", "/agent-auth/v2/token", "/agent-auth/v1/token/"])
+def test_unknown_paths_are_json_404(api_client, path):
+    response = api_client.post(path, {}, format="json")
+    assert_error(response, 404, "not_found")
+    assert response["Content-Type"].startswith("application/json")
+
+
+def test_wrong_methods_are_405(api_client, business):
+    assert_error(api_client.get(BASE + "/token"), 405, "method_not_allowed")
+    assert_error(api_client.get(BASE + "/authorizations"), 405, "method_not_allowed")
+    tokens = logged_in(api_client, business)
+    response = post(api_client, "/session", {}, tokens["access_token"])
+    assert_error(response, 405, "method_not_allowed")

@@ -1,0 +1,293 @@
+"""A reference Agent Auth v1 client, written from the upstream SDK's wire behaviour.
+
+It does what a local agent host does (research §B.1): pick a random ``state`` and a PKCE verifier,
+listen on a random loopback port, create the authorization, wait for the browser to land on the
+listener, check ``state``, exchange the code, then call ``/session``, rotate and revoke tokens. It
+talks real HTTP (httpx) to a running hub, so tests can drive the whole flow against pytest-django's
+``live_server``; the test plays the consent page (business backend or hub console) and the browser.
+
+Usage::
+
+    agent = ReferenceAgentClient(live_server.url, "my-client", ["orders"])
+    url = agent.start_login()              # POST /authorizations; returns the consent page URL
+    ...                                    # approve, then the "browser" visits the redirect URI
+    agent.wait_for_redirect()              # what the listener received (code or error, state)
+    agent.exchange()                       # POST /token (authorization_code)
+    agent.session_info(); agent.refresh(); agent.revoke()
+    agent.close()
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+
+class AgentAuthError(Exception):
+    """A hub answer other than the expected status; ``code`` is the envelope's ``error``."""
+
+    def __init__(self, status: int, code: str | None, body: Any = None):
+        super().__init__(f"HTTP {status} {code}")
+        self.status = status
+        self.code = code
+        self.body = body
+
+
+class AuthorizationDenied(Exception):
+    """The consent page sent the browser back with ``error=…`` instead of a code."""
+
+    def __init__(self, error: str):
+        super().__init__(error)
+        self.error = error
+
+
+def pkce_pair() -> tuple[str, str]:
+    """A fresh (verifier, S256 challenge), as the upstream SDK makes them (64 random bytes)."""
+    verifier = base64.urlsafe_b64encode(secrets.token_bytes(64)).rstrip(b"=").decode("ascii")
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def browser_visit(url: str) -> httpx.Response:
+    """What the user's browser does with a redirect URI: a plain GET, no redirects followed."""
+    with httpx.Client(trust_env=False, timeout=10) as browser:
+        return browser.get(url)
+
+
+class LoopbackListener:
+    """One-shot ``http://127.0.0.1:<random port>/callback`` receiver.
+
+    A request whose ``state`` differs from the expected one is answered 400 and ignored (a stray or
+    forged redirect must not end the login); the first matching request settles the result and
+    any later one gets 409.
+    """
+
+    def __init__(self, expected_state: str):
+        self.expected_state = expected_state
+        self.params: dict[str, str] | None = None
+        self._settled = threading.Event()
+        listener = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                if parts.path != "/callback":
+                    self._reply(404, "Not found.")
+                    return
+                query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+                if query.get("state") != listener.expected_state:
+                    self._reply(400, "Invalid authorization state.")
+                    return
+                if listener._settled.is_set():
+                    self._reply(409, "Already completed.")
+                    return
+                listener.params = query
+                listener._settled.set()
+                if "error" in query:
+                    self._reply(403, "Authorization was not approved. You can close this window.")
+                else:
+                    self._reply(200, "Authorization completed. You can close this window.")
+
+            def _reply(self, status: int, text: str) -> None:
+                body = text.encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="agent-loopback", daemon=True)
+        self._thread.start()
+
+    @property
+    def redirect_uri(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/callback"
+
+    def wait(self, timeout: float) -> dict[str, str]:
+        if not self._settled.wait(timeout):
+            raise TimeoutError("no authorization redirect reached the loopback listener")
+        return dict(self.params or {})
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class ReferenceAgentClient:
+    """One local agent connection: a client app id, the workspaces it asks for, its tokens."""
+
+    def __init__(
+        self,
+        base_url: str,
+        client_app_id: str,
+        routes: list[str],
+        *,
+        device_label: str = "pytest reference agent",
+        timeout: float = 10.0,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.client_app_id = client_app_id
+        self.routes = list(routes)
+        self.device_label = device_label
+        self.http = httpx.Client(base_url=self.base_url, trust_env=False, timeout=timeout)
+        self.listener: LoopbackListener | None = None
+        self.state: str | None = None
+        self.code_verifier: str | None = None
+        self.authorization_id: str | None = None
+        self.authorization_url: str | None = None
+        self.code: str | None = None
+        self.access_token: str | None = None
+        self.refresh_token: str | None = None
+        self.session_id: str | None = None
+        self.last_token_response: dict | None = None
+
+    # -- plumbing --------------------------------------------------------------------------------------
+
+    def _call(
+        self, method: str, path: str, *, expect: int, json: Any = None, bearer: str | None = None
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
+        response = self.http.request(method, path, json=json, headers=headers)
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code != expect:
+            code = body.get("error") if isinstance(body, dict) else None
+            raise AgentAuthError(response.status_code, code, body)
+        return body
+
+    @property
+    def redirect_uri(self) -> str:
+        assert self.listener is not None, "start_login() first"
+        return self.listener.redirect_uri
+
+    # -- login -----------------------------------------------------------------------------------------
+
+    def start_login(self) -> str:
+        """Open the listener and create the authorization; returns the consent page URL."""
+        self.state = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
+        self.code_verifier, challenge = pkce_pair()
+        if self.listener is not None:
+            self.listener.close()
+        self.listener = LoopbackListener(self.state)
+        body = self._call(
+            "POST",
+            "/agent-auth/v1/authorizations",
+            expect=201,
+            json={
+                "client_app_id": self.client_app_id,
+                "redirect_uri": self.listener.redirect_uri,
+                "state": self.state,
+                "requested_routes": self.routes,
+                "device_label": self.device_label,
+                "code_challenge": challenge,
+                "code_challenge_method": "S256",
+            },
+        )
+        self.authorization_id = body["authorization_id"]
+        self.authorization_url = body["authorization_url"]
+        return self.authorization_url
+
+    def wait_for_redirect(self, timeout: float = 10.0) -> dict[str, str]:
+        """Block until the browser reached the listener; return the query it carried.
+
+        Raises :class:`AuthorizationDenied` when the consent page sent an ``error`` back.
+        """
+        assert self.listener is not None, "start_login() first"
+        params = self.listener.wait(timeout)
+        if params.get("state") != self.state:
+            raise AssertionError("the listener accepted a redirect with a foreign state")
+        if "error" in params:
+            raise AuthorizationDenied(params["error"])
+        self.code = params["code"]
+        return params
+
+    def exchange(self) -> dict:
+        """Exchange the received code (with the PKCE verifier) for the first token pair."""
+        assert self.code is not None, "wait_for_redirect() first"
+        body = self._call(
+            "POST",
+            "/agent-auth/v1/token",
+            expect=200,
+            json={
+                "grant_type": "authorization_code",
+                "client_app_id": self.client_app_id,
+                "code": self.code,
+                "redirect_uri": self.redirect_uri,
+                "code_verifier": self.code_verifier,
+            },
+        )
+        if body.get("token_type") != "Bearer" or body.get("client_app_id") != self.client_app_id:
+            raise AssertionError("unexpected token response")
+        self._store(body)
+        return body
+
+    # -- session ---------------------------------------------------------------------------------------
+
+    def _store(self, body: dict) -> None:
+        self.last_token_response = body
+        self.access_token = body["access_token"]
+        self.refresh_token = body["refresh_token"]
+        self.session_id = body["session_id"]
+
+    def refresh(self) -> dict:
+        """Rotate the refresh token; the previous access and refresh tokens are dropped."""
+        body = self._call(
+            "POST",
+            "/agent-auth/v1/token",
+            expect=200,
+            json={
+                "grant_type": "refresh_token",
+                "client_app_id": self.client_app_id,
+                "refresh_token": self.refresh_token,
+            },
+        )
+        if body.get("session_id") != self.session_id:
+            raise AssertionError("refresh returned another session")
+        self._store(body)
+        return body
+
+    def session_info(self, access_token: str | None = None) -> dict:
+        return self._call(
+            "GET", "/agent-auth/v1/session", expect=200, bearer=access_token or self.access_token
+        )
+
+    def revoke(self, *, with_bearer: bool = True) -> dict:
+        """Log out: the SDK sends the refresh token in the body, and the access token when it has one."""
+        return self._call(
+            "POST",
+            "/agent-auth/v1/revoke",
+            expect=200,
+            json={"client_app_id": self.client_app_id, "refresh_token": self.refresh_token},
+            bearer=self.access_token if with_bearer else None,
+        )
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        self.http.close()
+
+    def __enter__(self) -> ReferenceAgentClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -132,8 +132,13 @@ class AgentAuthorization(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["client", "created_ip", "created_at"], name="agent_authz_throttle_idx")]
+        indexes = [
+            models.Index(fields=["client", "created_ip", "created_at"], name="agent_authz_throttle_idx")
+        ]
         permissions = [("consent_agentauthorization", "Can approve an agent sign-in for themselves")]
+
+    def __str__(self) -> str:
+        return f"authorization {self.id} ({self.status})"
 
 
 class AgentSession(models.Model):
@@ -162,6 +167,9 @@ class AgentSession(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"agent session {self.id}"
 
     @property
     def state(self) -> str:
@@ -194,3 +202,6 @@ class AgentRefreshToken(models.Model):
                 fields=["session"], condition=Q(status="active"), name="one_active_refresh_per_session"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"refresh token of {self.session_id} ({self.status})"

@@ -38,3 +38,6 @@ class AuditEvent(models.Model):
     class Meta:
         ordering = ["-id"]
         permissions = [("verify_auditevent", "Can verify the audit chain")]
+
+    def __str__(self) -> str:
+        return f"{self.action} #{self.id}"

@@ -76,7 +76,9 @@ def workspace_resolve(*, identity: AgentIdentity, route_key: str, runtime: bool 
         or route_key in RESERVED_ROUTE_KEYS
     ):
         raise errors.InvalidRoute()
-    if not identity.client.allows_route(route_key) or route_key not in (identity.session.allowed_routes or []):
+    if not identity.client.allows_route(route_key) or route_key not in (
+        identity.session.allowed_routes or []
+    ):
         raise errors.RouteNotAllowed()
     route = Route.objects.filter(route_key=route_key, enabled=True).first()
     if route is None:

@@ -59,9 +59,7 @@ class AgentBearerAuthentication(BaseAuthentication):
         if not looks_like(token, ACCESS_TOKEN_PREFIX):
             raise Unauthorized()
         session = (
-            AgentSession.objects.select_related("client")
-            .filter(access_token_hash=secret_hash(token))
-            .first()
+            AgentSession.objects.select_related("client").filter(access_token_hash=secret_hash(token)).first()
         )
         now = timezone.now()
         if session is None or not agent_session_usable(session, now=now):

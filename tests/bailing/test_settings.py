@@ -16,7 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "bailing.settings", **env}
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

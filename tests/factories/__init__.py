@@ -85,7 +85,10 @@ class AgentSessionFactory(factory.django.DjangoModelFactory):
 
 
 class UserFactory(factory.django.DjangoModelFactory):
-    """A console user; pass ``roles=["administrator"]`` to put them in role groups. Password: ``correct-horse-battery``."""
+    """A console user; ``roles=["administrator"]`` puts them in role groups.
+
+    Password: ``correct-horse-battery``.
+    """
 
     class Meta:
         model = get_user_model()
@@ -99,4 +102,3 @@ class UserFactory(factory.django.DjangoModelFactory):
         obj.save()
         for role in extracted or []:
             obj.groups.add(Group.objects.get(name=role))
-

@@ -173,7 +173,11 @@ class Command(BaseCommand):
         targets = [
             ("bare DRF endpoint", "/agent-api/v1/_bench/bare", {}),
             ("GET /workspaces", "/agent-api/v1/workspaces", auth),
-            (f"GET /workspaces/{BENCH_KEY}/bootstrap", f"/agent-api/v1/workspaces/{BENCH_KEY}/bootstrap", auth),
+            (
+                f"GET /workspaces/{BENCH_KEY}/bootstrap",
+                f"/agent-api/v1/workspaces/{BENCH_KEY}/bootstrap",
+                auth,
+            ),
         ]
         port = _free_port()
         env = {**os.environ, "BAILING_BIND": f"127.0.0.1:{port}", "BAILING_BENCH_ENDPOINTS": "true"}
@@ -192,7 +196,9 @@ class Command(BaseCommand):
         try:
             _wait_ready(port)
             for index, (name, path, headers) in enumerate(targets, 1):
-                self.stdout.write(f"[{index}/{len(targets)}] {name}: warming up, then {options['seconds']:.0f} s ...")
+                self.stdout.write(
+                    f"[{index}/{len(targets)}] {name}: warming up, then {options['seconds']:.0f} s ..."
+                )
                 self.stdout.flush()
                 load(port, path, headers, 2, options["connections"])
                 result = load(port, path, headers, options["seconds"], options["connections"])
@@ -204,7 +210,9 @@ class Command(BaseCommand):
             self._cleanup()
         base = results[0][1]["rps"]
         self.stdout.write("")
-        self.stdout.write(f"{'endpoint':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'SQL':>4} {'non-2xx':>8}")
+        self.stdout.write(
+            f"{'endpoint':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'SQL':>4} {'non-2xx':>8}"
+        )
         for name, result, queries in results:
             ratio = result["rps"] / base if base else 0.0
             self.stdout.write(

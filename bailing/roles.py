@@ -20,6 +20,8 @@ _READ = [
     "agent_runtime.view_client",
     "agent_runtime.view_route",
     "agent_runtime.view_agentsession",
+    "agent_runtime.view_toolprovider",
+    "agent_runtime.view_providertool",
     "agent_runtime.consent_agentauthorization",
 ]
 
@@ -29,6 +31,8 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "agent_runtime.add_client",
         "agent_runtime.change_client",
         "agent_runtime.change_agentsession",
+        "agent_runtime.add_toolprovider",
+        "agent_runtime.change_toolprovider",
         "approvals.view_auditevent",
         "approvals.verify_auditevent",
     ],

@@ -1,4 +1,40 @@
-"""Console routes (/console/)."""
+"""Console routes (/console/). URL names are used by ``bailing.console.nav``."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from bailing.console.views import audit, clients, consent, dashboard, sessions, workspaces
 
 app_name = "console"
-urlpatterns: list = []
+
+urlpatterns = [
+    path("", dashboard.DashboardView.as_view(), name="dashboard"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="registration/login.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    # Django's LogoutView accepts POST only: a link or an image tag cannot sign anyone out.
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("workspaces/", workspaces.WorkspaceListView.as_view(), name="workspace_list"),
+    path("workspaces/<str:route_key>/", workspaces.WorkspaceDetailView.as_view(), name="workspace_detail"),
+    path("clients/", clients.ClientListView.as_view(), name="client_list"),
+    # "_new" can never be an App ID (those start with a letter or digit), so it never shadows a client.
+    path("clients/_new/", clients.ClientCreateView.as_view(), name="client_create"),
+    path("clients/<str:app_id>/", clients.ClientDetailView.as_view(), name="client_detail"),
+    path("clients/<str:app_id>/enabled/", clients.ClientSetEnabledView.as_view(), name="client_set_enabled"),
+    path(
+        "clients/<str:app_id>/rotate-token/",
+        clients.ClientTokenRotateView.as_view(),
+        name="client_token_rotate",
+    ),
+    path("sessions/", sessions.SessionListView.as_view(), name="session_list"),
+    path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view(), name="session_detail"),
+    path("sessions/<uuid:session_id>/revoke/", sessions.SessionRevokeView.as_view(), name="session_revoke"),
+    path("audit/", audit.AuditListView.as_view(), name="audit_list"),
+    path("audit/verify/", audit.AuditVerifyView.as_view(), name="audit_verify"),
+    path("audit/<int:pk>/", audit.AuditDetailView.as_view(), name="audit_detail"),
+    path("consent/", consent.ConsentView.as_view(), name="consent"),
+]

@@ -1,0 +1,102 @@
+"""Table rows for ``templates/console/_table.html``, built in views.
+
+Every console list uses the one partial so tables look and behave alike; a view decides what each
+cell is (plain text, an identifier in monospace, a link, a status badge, a UTC timestamp) and the
+partial only renders it. Cell text is always escaped by the template.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+# Badge tones by status word; anything unknown renders neutral.
+BADGE_TONES = {
+    "enabled": "ok",
+    "active": "ok",
+    "on": "ok",
+    "approved": "ok",
+    "disabled": "off",
+    "off": "off",
+    "expired": "warn",
+    "pending": "warn",
+    "revoked": "bad",
+    "denied": "bad",
+    "broken": "bad",
+}
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
+
+def shorten_ids(value: str) -> str:
+    """``agent_session:7375793d-b55a-…`` → ``agent_session:7375793d…``: UUIDs cut to their first
+    8 characters so dense tables stay readable (the full value goes in the cell's title)."""
+    return _UUID.sub(lambda match: match.group(0)[:8] + "…", value)
+
+
+def utc_iso(value: datetime | None) -> str:
+    """Console timestamps: UTC, ISO 8601, second precision, ``Z`` suffix; ``—`` when unset."""
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    href: str | None = None
+    # text | mono (identifier, never wrapped) | list (comma list) | data (JSON preview) | badge |
+    # muted | time
+    kind: str = "text"
+    tone: str = ""
+    title: str = ""
+    # A second, smaller line under the value (e.g. an audit event's target and data preview).
+    sub: str = ""
+
+
+def text(value, href: str | None = None) -> Cell:
+    if value in (None, "", []):
+        return Cell("—", kind="muted")
+    return Cell(str(value), href=href)
+
+
+def mono(value, href: str | None = None, title: str = "") -> Cell:
+    if value in (None, ""):
+        return Cell("—", kind="muted")
+    return Cell(str(value), href=href, kind="mono", title=title)
+
+
+def ident(value, href: str | None = None) -> Cell:
+    """An identifier that may contain UUIDs, shortened for display, complete in the title."""
+    if value in (None, ""):
+        return Cell("—", kind="muted")
+    full = str(value)
+    short = shorten_ids(full)
+    return Cell(short, href=href, kind="mono", title=full if short != full else "")
+
+
+def badge(word: str) -> Cell:
+    return Cell(word, kind="badge", tone=BADGE_TONES.get(word, "neutral"))
+
+
+def time(value: datetime | None) -> Cell:
+    if value is None:
+        return Cell("—", kind="muted")
+    return Cell(utc_iso(value), kind="time")
+
+
+def words(values, empty: str = "—") -> Cell:
+    """A short list (workspaces, roles) as one comma-separated monospace cell."""
+    items = [str(v) for v in values or []]
+    if not items:
+        return Cell(empty, kind="muted")
+    return Cell(", ".join(items), kind="list")
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    empty: str = "Nothing to show."

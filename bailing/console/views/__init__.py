@@ -1,0 +1,1 @@
+"""Console views (server-rendered HTML under /console/), one module per area."""

@@ -1,0 +1,115 @@
+"""Audit history: read-only list with filters, one event's detail, and the hash-chain check.
+
+These views answer GET only (``http_method_names``): the ledger is append-only and written by
+services, never by the console.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from django.urls import reverse
+from django.views.generic import DetailView, ListView, TemplateView
+
+from approvals.models import AuditEvent
+from approvals.services.audit import audit_chain_verify
+from bailing.console import tables
+from bailing.console.forms import AuditFilterForm
+from bailing.console.mixins import ConsoleView
+from bailing.console.views.common import PAGE_SIZE
+
+_DATA_PREVIEW_CHARS = 80
+READ_ONLY = ["get", "head", "options"]
+
+
+def _summary(event: AuditEvent) -> str:
+    """Target and a bounded data preview, shown under the action (the detail page has it all)."""
+    parts = []
+    if event.target_type or event.target_id:
+        target = f"{event.target_type}:{event.target_id}" if event.target_type else event.target_id
+        parts.append(tables.shorten_ids(target))
+    if event.data:
+        text = json.dumps(event.data, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        if len(text) > _DATA_PREVIEW_CHARS:
+            text = text[: _DATA_PREVIEW_CHARS - 1] + "…"
+        parts.append(text)
+    return " · ".join(parts)
+
+
+class AuditListView(ConsoleView, ListView):
+    permission_required = "approvals.view_auditevent"
+    http_method_names = READ_ONLY
+    template_name = "console/audit_list.html"
+    paginate_by = PAGE_SIZE
+
+    def get_queryset(self):
+        self.filter_form = AuditFilterForm(self.request.GET or None)
+        queryset = AuditEvent.objects.order_by("-id")
+        if not self.filter_form.is_bound:
+            return queryset
+        self.filter_form.is_valid()
+        # Fields that failed to parse are not applied; the form shows their errors.
+        data = self.filter_form.cleaned_data
+        if data.get("actor"):
+            queryset = queryset.filter(actor=data["actor"])
+        if data.get("action"):
+            queryset = queryset.filter(action__startswith=data["action"])
+        if data.get("client"):
+            queryset = queryset.filter(client_app_id=data["client"])
+        if data.get("session"):
+            queryset = queryset.filter(session_id=data["session"])
+        if data.get("route"):
+            queryset = queryset.filter(route_key=data["route"])
+        if data.get("since"):
+            queryset = queryset.filter(created_at__gte=data["since"])
+        if data.get("until"):
+            queryset = queryset.filter(created_at__lte=data["until"])
+        return queryset
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        table = tables.Table(
+            ["#", "Time (UTC)", "Action · target · data", "Actor", "Client", "Session", "Workspace"],
+            empty="No audit events match.",
+        )
+        for event in context["object_list"]:
+            session = str(event.session_id) if event.session_id else ""
+            session_url = reverse("console:audit_list") + "?" + urlencode({"session": session})
+            table.rows.append(
+                [
+                    tables.mono(event.id, href=reverse("console:audit_detail", args=[event.id])),
+                    tables.time(event.created_at),
+                    tables.Cell(event.action, kind="mono", sub=_summary(event)),
+                    tables.ident(f"{event.actor_type}: {event.actor}"),
+                    tables.mono(event.client_app_id),
+                    tables.ident(session, href=session_url if session else None),
+                    tables.mono(event.route_key),
+                ]
+            )
+        context["table"] = table
+        context["filter_form"] = self.filter_form
+        context["can_verify"] = self.request.user.has_perm("approvals.verify_auditevent")
+        return context
+
+
+class AuditDetailView(ConsoleView, DetailView):
+    permission_required = "approvals.view_auditevent"
+    http_method_names = READ_ONLY
+    template_name = "console/audit_detail.html"
+    context_object_name = "event"
+    queryset = AuditEvent.objects.all()
+
+
+class AuditVerifyView(ConsoleView, TemplateView):
+    """Recomputes the whole chain on each visit: the answer must come from the rows, not a cache."""
+
+    permission_required = "approvals.verify_auditevent"
+    http_method_names = READ_ONLY
+    template_name = "console/audit_verify.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["report"] = audit_chain_verify()
+        context["total"] = AuditEvent.objects.count()
+        return context

@@ -1,0 +1,20 @@
+"""Small helpers shared by console views."""
+
+from __future__ import annotations
+
+from django.shortcuts import render
+from django.utils.cache import add_never_cache_headers
+
+PAGE_SIZE = 50
+
+
+def error_page(request, *, status: int, title: str, detail: str = "", code: str = ""):
+    """A console-styled error page. ``detail`` is fixed text chosen by the view, never input."""
+    response = render(
+        request,
+        "console/error.html",
+        {"status": status, "title": title, "detail": detail, "code": code},
+        status=status,
+    )
+    add_never_cache_headers(response)
+    return response

@@ -1,0 +1,161 @@
+"""The hub's own consent page for agent sign-in (clients with ``hub_consent``).
+
+The signed-in hub user approves an agent to act on their own behalf: the principal is that user and
+their roles, never something the page lets them type. Approve and deny both end in a redirect to the
+agent's loopback URI that the service generated; that is the only place this page ever navigates.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpResponseRedirect
+from django.shortcuts import render
+from django.utils import timezone
+from django.views import View
+
+from agent_runtime.errors import AuthorizationExpired, InvalidState
+from agent_runtime.models import AgentAuthorization
+from agent_runtime.services.agent_auth import (
+    authorization_approve,
+    authorization_deny,
+    authorization_effective_status,
+    authorization_get_for_hub_consent,
+)
+from agent_runtime.services.clients import Actor
+from agent_runtime.validation import loopback_redirect_problem
+from bailing.api.errors import ApiError, NotFound
+from bailing.console.forms import ConsentForm
+from bailing.console.mixins import ConsoleView
+from bailing.console.views.common import error_page
+
+
+def _not_found(request):
+    return error_page(
+        request,
+        status=404,
+        title="Sign-in request not found",
+        detail="This agent sign-in request does not exist or is not approved on this hub.",
+        code="not_found",
+    )
+
+
+def _expired(request):
+    return error_page(
+        request,
+        status=410,
+        title="Sign-in request expired",
+        detail="This agent sign-in request has expired. Start the sign-in again from the agent.",
+        code=AuthorizationExpired.code,
+    )
+
+
+def _not_pending(request):
+    return error_page(
+        request,
+        status=409,
+        title="Sign-in request already decided",
+        detail=(
+            "This agent sign-in request was already approved, denied or used. "
+            "Start a new sign-in from the agent."
+        ),
+        code=InvalidState.code,
+    )
+
+
+def _problem_page(request, exc: ApiError):
+    """The page for an authorization that cannot be decided (or a refusal from the service)."""
+    if isinstance(exc, NotFound):
+        return _not_found(request)
+    if isinstance(exc, AuthorizationExpired):
+        return _expired(request)
+    if isinstance(exc, InvalidState):
+        return _not_pending(request)
+    return error_page(
+        request,
+        status=exc.http_status,
+        title="The sign-in could not be approved",
+        detail=exc.default_message,
+        code=exc.code,
+    )
+
+
+def _raise_unless_pending(authorization: AgentAuthorization) -> None:
+    status = authorization_effective_status(authorization)
+    if status == AgentAuthorization.Status.EXPIRED:
+        raise AuthorizationExpired()
+    if status != AgentAuthorization.Status.PENDING:
+        raise InvalidState()
+
+
+def offered_routes(authorization: AgentAuthorization) -> list[str]:
+    """Requested workspaces the client is still allowed: the most this consent may grant."""
+    client = authorization.client
+    return [route for route in authorization.requested_routes if client.allows_route(route)]
+
+
+def _principal(user) -> dict:
+    """The signed-in user as the agent's principal: they can grant no more than they are."""
+    return {"id": user.get_username(), "roles": sorted(user.groups.values_list("name", flat=True))}
+
+
+class ConsentView(ConsoleView, View):
+    permission_required = "agent_runtime.consent_agentauthorization"
+    http_method_names = ["get", "post"]
+
+    def _render(self, request, authorization, form, status=200):
+        principal = _principal(request.user)
+        context = {
+            "authorization": authorization,
+            "client": authorization.client,
+            "form": form,
+            "principal_id": principal["id"],
+            "principal_roles": principal["roles"],
+            "seconds_left": max(0, int((authorization.expires_at - timezone.now()).total_seconds())),
+        }
+        return render(request, "console/consent.html", context, status=status)
+
+    def get(self, request):
+        try:
+            # A malformed id is the same 404 as an unknown one (the service parses it).
+            authorization = authorization_get_for_hub_consent(
+                authorization_id=request.GET.get("authorization_id")
+            )
+            _raise_unless_pending(authorization)
+        except ApiError as exc:
+            return _problem_page(request, exc)
+        form = ConsentForm(
+            initial={"authorization_id": authorization.id}, offered_routes=offered_routes(authorization)
+        )
+        return self._render(request, authorization, form)
+
+    def post(self, request):
+        user = request.user
+        actor = Actor.user(user)
+        try:
+            authorization = authorization_get_for_hub_consent(
+                authorization_id=request.POST.get("authorization_id")
+            )
+            form = ConsentForm(request.POST, offered_routes=offered_routes(authorization))
+            if not form.is_valid():
+                _raise_unless_pending(authorization)
+                return self._render(request, authorization, form, status=400)
+            # Expiry and state are decided by the service under the row lock (it also records an
+            # expired request as expired).
+            if form.cleaned_data["decision"] == "approve":
+                redirect_uri = authorization_approve(
+                    authorization_id=authorization.id,
+                    client=None,
+                    principal=_principal(user),
+                    on_behalf_of=user.get_username(),
+                    allowed_routes=form.cleaned_data["routes"],
+                    approved_by=user,
+                    actor=actor,
+                )
+            else:
+                redirect_uri = authorization_deny(authorization_id=authorization.id, client=None, actor=actor)
+        except ApiError as exc:
+            return _problem_page(request, exc)
+        # Defence in depth: the service built this URI from the validated loopback redirect; refuse
+        # to navigate anywhere else even if that ever changed.
+        if loopback_redirect_problem(redirect_uri.split("?", 1)[0]) is not None:
+            return error_page(request, status=500, title="Internal error", code="internal_error")
+        return HttpResponseRedirect(redirect_uri)

@@ -1,0 +1,119 @@
+"""Agent sessions: filterable list, detail and administrator revoke."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.db.models import Q
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.views import View
+from django.views.generic import DetailView, ListView
+
+from agent_runtime.models import AgentSession
+from agent_runtime.services.agent_auth import session_revoke
+from agent_runtime.services.clients import Actor
+from bailing.console import tables
+from bailing.console.forms import SessionFilterForm
+from bailing.console.mixins import ConsoleView
+from bailing.console.views.common import PAGE_SIZE
+
+
+def session_state_q(state: str, *, now) -> Q:
+    """``AgentSession.state`` as SQL, so filtering and pagination happen in the database."""
+    if state == "revoked":
+        return Q(revoked_at__isnull=False)
+    if state == "expired":
+        return Q(revoked_at__isnull=True, refresh_expires_at__lte=now)
+    return Q(revoked_at__isnull=True, refresh_expires_at__gt=now)
+
+
+def session_table(sessions, *, show_client: bool = True) -> tables.Table:
+    columns = [
+        "Session",
+        "Device",
+        "Principal",
+        "On behalf of",
+        "Workspaces",
+        "Last seen",
+        "Expires",
+        "State",
+    ]
+    if show_client:
+        columns.insert(1, "Client")
+    table = tables.Table(columns, empty="No agent sessions.")
+    for session in sessions:
+        row = [
+            tables.ident(session.id, href=reverse("console:session_detail", args=[session.id])),
+            tables.text(session.device_label),
+            tables.mono((session.principal or {}).get("id", "")),
+            tables.mono(session.on_behalf_of),
+            tables.words(session.allowed_routes, empty="none"),
+            tables.time(session.last_seen_at),
+            tables.time(session.refresh_expires_at),
+            tables.badge(session.state),
+        ]
+        if show_client:
+            row.insert(
+                1,
+                tables.mono(
+                    session.client.app_id, href=reverse("console:client_detail", args=[session.client.app_id])
+                ),
+            )
+        table.rows.append(row)
+    return table
+
+
+class SessionListView(ConsoleView, ListView):
+    permission_required = "agent_runtime.view_agentsession"
+    template_name = "console/session_list.html"
+    paginate_by = PAGE_SIZE
+
+    def get_queryset(self):
+        self.filter_form = SessionFilterForm(self.request.GET or None)
+        queryset = AgentSession.objects.select_related("client").order_by("-created_at", "-id")
+        if self.filter_form.is_bound:
+            self.filter_form.is_valid()
+            # Only fields that parsed are applied; the form shows what was wrong with the rest.
+            data = self.filter_form.cleaned_data
+            if data.get("client"):
+                queryset = queryset.filter(client__app_id=data["client"])
+            if data.get("state"):
+                queryset = queryset.filter(session_state_q(data["state"], now=timezone.now()))
+        return queryset
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["filter_form"] = self.filter_form
+        context["table"] = session_table(context["object_list"])
+        return context
+
+
+class SessionDetailView(ConsoleView, DetailView):
+    permission_required = "agent_runtime.view_agentsession"
+    template_name = "console/session_detail.html"
+    context_object_name = "agent_session"
+    pk_url_kwarg = "session_id"
+    queryset = AgentSession.objects.select_related("client")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["can_revoke"] = self.request.user.has_perm("agent_runtime.change_agentsession")
+        context["audit_url"] = reverse("console:audit_list") + "?" + urlencode({"session": self.object.id})
+        return context
+
+
+class SessionRevokeView(ConsoleView, View):
+    permission_required = "agent_runtime.change_agentsession"
+    http_method_names = ["post"]
+
+    def post(self, request, session_id):
+        session = get_object_or_404(AgentSession, pk=session_id)
+        revoked = session_revoke(session=session, actor=Actor.user(request.user), reason="admin")
+        if revoked:
+            messages.success(request, "Session revoked. Its access and refresh tokens no longer work.")
+        else:
+            messages.info(request, "This session was already revoked; nothing changed.")
+        return redirect("console:session_detail", session_id=session.id)

@@ -1,0 +1,166 @@
+"""Console fixtures: role users, a pending hub-consent authorization, and headless Chromium.
+
+Role groups are synced explicitly (``roles_sync``) rather than trusted to exist: it is idempotent,
+and a transactional test's flush removes them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connections
+from django.test import Client as HttpClient
+from playwright.sync_api import sync_playwright
+
+from agent_runtime.models import AgentAuthorization
+from agent_runtime.services.agent_auth import authorization_create
+from bailing.roles import roles_sync
+from tests.factories import ClientFactory, RouteFactory, UserFactory
+from tests.support.agent_client import pkce_pair
+
+PASSWORD = "correct-horse-battery"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Console tests create many users; production-strength PBKDF2 would dominate their run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def console_roles(db):
+    roles_sync()
+
+
+@pytest.fixture
+def administrator(console_roles):
+    return UserFactory(username="ada", roles=["administrator"])
+
+
+@pytest.fixture
+def approver(console_roles):
+    return UserFactory(username="april", roles=["approver"])
+
+
+@pytest.fixture
+def auditor(console_roles):
+    return UserFactory(username="audrey", roles=["auditor"])
+
+
+@pytest.fixture
+def no_role_user(console_roles):
+    return UserFactory(username="nobody")
+
+
+def signed_in(user, *, enforce_csrf_checks: bool = False) -> HttpClient:
+    client = HttpClient(enforce_csrf_checks=enforce_csrf_checks)
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def admin_http(administrator) -> HttpClient:
+    return signed_in(administrator)
+
+
+@dataclass
+class PendingLogin:
+    authorization: AgentAuthorization
+    consent_url: str
+    redirect_uri: str
+    state: str
+    code_verifier: str
+
+
+@pytest.fixture
+def start_hub_login(db):
+    """Open a pending agent sign-in the way ``POST /agent-auth/v1/authorizations`` does."""
+
+    def start(*, client=None, routes=("orders",), device_label="Ada's laptop", port=53682) -> PendingLogin:
+        if client is None:
+            for route in routes:
+                RouteFactory(route_key=route)
+            client = ClientFactory(app_id="desktop-agent", name="Desktop Agent", allowed_routes=list(routes))
+        verifier, challenge = pkce_pair()
+        redirect_uri = f"http://127.0.0.1:{port}/callback"
+        state = "state-" + verifier[:16]
+        authorization, url = authorization_create(
+            client_app_id=client.app_id,
+            redirect_uri=redirect_uri,
+            state=state,
+            requested_routes=list(routes),
+            device_label=device_label,
+            code_challenge=challenge,
+            ip="127.0.0.1",
+        )
+        return PendingLogin(authorization, url, redirect_uri, state, verifier)
+
+    return start
+
+
+@pytest.fixture
+def hub_server(live_server, settings):
+    """pytest-django's live server, with the URLs the hub hands out (consent page) pointing at it."""
+    settings.BAILING_PUBLIC_URL = live_server.url
+    return live_server
+
+
+# --- headless Chromium (Playwright sync API, Debian's browser; never a downloaded one) ------------------
+
+
+@pytest.fixture
+def chromium(monkeypatch):
+    """A headless Chromium.
+
+    The sync Playwright API runs an event loop in this thread, so Django refuses ORM calls here
+    unless async-unsafe access is allowed for the test's duration. While Playwright runs, the ORM
+    also sees another execution context and opens a second database connection; it is closed
+    before Playwright stops, or it would outlive the test and block dropping the test database.
+    """
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    assert os.path.exists(CHROMIUM), "Debian chromium is required: run scripts/ensure-chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+            connections.close_all()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    context = chromium.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def screenshot():
+    """``screenshot(page, "name")`` saves a full-page PNG under var/screenshots/ (gitignored)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(page, name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take

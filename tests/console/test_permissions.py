@@ -1,0 +1,223 @@
+"""The console permission matrix: every page and action × anonymous / no role / each role, CSRF on
+every write, and no write handlers at all on the read-only audit pages."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+from django.test import Client as HttpClient
+from django.urls import reverse
+
+from agent_runtime.models import AgentAuthorization, AgentSession, Client
+from approvals.models import AuditEvent
+from approvals.services.audit import audit_record
+from tests.console.conftest import signed_in
+from tests.factories import AgentSessionFactory, UserFactory
+
+ALL = {"nobody", "approver", "auditor", "administrator"}
+VIEWERS = {"approver", "auditor", "administrator"}
+AUDITORS = {"auditor", "administrator"}
+ADMINS = {"administrator"}
+ROLES = {"nobody": [], "approver": ["approver"], "auditor": ["auditor"], "administrator": ["administrator"]}
+
+
+@pytest.fixture
+def world(console_roles, start_hub_login):
+    """One of everything a console page can show, and the URL of every page and action."""
+    login = start_hub_login()
+    client = login.authorization.client
+    session = AgentSessionFactory(client=client, allowed_routes=["orders"])
+    with transaction.atomic():
+        event = audit_record(action="tests.console.seeded", actor_type="system", actor="pytest")
+    return {
+        "login": login,
+        "client": client,
+        "session": session,
+        "event": event,
+        "get": {
+            "dashboard": (reverse("console:dashboard"), ALL),
+            "client_list": (reverse("console:client_list"), VIEWERS),
+            "client_detail": (reverse("console:client_detail", args=[client.app_id]), VIEWERS),
+            "client_create": (reverse("console:client_create"), ADMINS),
+            "session_list": (reverse("console:session_list"), VIEWERS),
+            "session_detail": (reverse("console:session_detail", args=[session.id]), VIEWERS),
+            "workspace_list": (reverse("console:workspace_list"), VIEWERS),
+            "workspace_detail": (reverse("console:workspace_detail", args=["orders"]), VIEWERS),
+            "audit_list": (reverse("console:audit_list"), AUDITORS),
+            "audit_detail": (reverse("console:audit_detail", args=[event.id]), AUDITORS),
+            "audit_verify": (reverse("console:audit_verify"), AUDITORS),
+            "consent": (
+                reverse("console:consent") + f"?authorization_id={login.authorization.id}",
+                VIEWERS,
+            ),
+        },
+    }
+
+
+def _post_actions(world):
+    """name → (url, data, roles allowed, status on success, did-it-happen check)."""
+    client, session, login = world["client"], world["session"], world["login"]
+    return {
+        "client_create": (
+            reverse("console:client_create"),
+            {"app_id": "new-client", "name": "New", "allowed_routes": "orders", "rate_limit_per_min": "60"},
+            ADMINS,
+            302,
+            lambda: Client.objects.filter(app_id="new-client").exists(),
+        ),
+        "client_set_enabled": (
+            reverse("console:client_set_enabled", args=[client.app_id]),
+            {"enabled": "false"},
+            ADMINS,
+            302,
+            lambda: not Client.objects.get(pk=client.pk).enabled,
+        ),
+        "client_token_rotate": (
+            reverse("console:client_token_rotate", args=[client.app_id]),
+            {},
+            ADMINS,
+            200,
+            lambda: Client.objects.get(pk=client.pk).token_hash != client.token_hash,
+        ),
+        "session_revoke": (
+            reverse("console:session_revoke", args=[session.id]),
+            {},
+            ADMINS,
+            302,
+            lambda: AgentSession.objects.get(pk=session.pk).revoked_at is not None,
+        ),
+        "consent": (
+            reverse("console:consent"),
+            {"authorization_id": str(login.authorization.id), "decision": "approve", "routes": ["orders"]},
+            VIEWERS,
+            302,
+            lambda: AgentAuthorization.objects.get(pk=login.authorization.pk).status == "approved",
+        ),
+    }
+
+
+GET_PAGES = [
+    "dashboard",
+    "client_list",
+    "client_detail",
+    "client_create",
+    "session_list",
+    "session_detail",
+    "workspace_list",
+    "workspace_detail",
+    "audit_list",
+    "audit_detail",
+    "audit_verify",
+    "consent",
+]
+POST_ACTIONS = ["client_create", "client_set_enabled", "client_token_rotate", "session_revoke", "consent"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", GET_PAGES)
+def test_anonymous_get_redirects_to_login(world, page):
+    url, _ = world["get"][page]
+    response = HttpClient().get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("console:login") + "?next=")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", POST_ACTIONS)
+def test_anonymous_post_redirects_to_login_and_changes_nothing(world, action):
+    url, data, _, _, happened = _post_actions(world)[action]
+    response = HttpClient().post(url, data)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("console:login") + "?next=")
+    assert not happened()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", sorted(ROLES))
+@pytest.mark.parametrize("page", GET_PAGES)
+def test_get_matrix(world, page, role):
+    url, allowed = world["get"][page]
+    user = UserFactory(roles=ROLES[role])
+    response = signed_in(user).get(url)
+    if role in allowed:
+        assert response.status_code == 200
+    else:
+        assert response.status_code == 403
+        assert "console/forbidden.html" in [t.name for t in response.templates]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", sorted(ROLES))
+@pytest.mark.parametrize("action", POST_ACTIONS)
+def test_post_matrix(world, action, role):
+    url, data, allowed, success_status, happened = _post_actions(world)[action]
+    user = UserFactory(roles=ROLES[role])
+    response = signed_in(user).post(url, data)
+    if role in allowed:
+        assert response.status_code == success_status
+        assert happened()
+    else:
+        assert response.status_code == 403
+        assert not happened()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", POST_ACTIONS)
+def test_post_without_csrf_token_is_rejected(world, administrator, action):
+    url, data, _, _, happened = _post_actions(world)[action]
+    response = signed_in(administrator, enforce_csrf_checks=True).post(url, data)
+    assert response.status_code == 403
+    assert not happened()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", POST_ACTIONS)
+def test_post_with_csrf_token_is_accepted(world, administrator, action):
+    url, data, _, success_status, happened = _post_actions(world)[action]
+    browser = signed_in(administrator, enforce_csrf_checks=True)
+    browser.get(reverse("console:dashboard"))  # the page sets the CSRF cookie, as a browser would see
+    token = browser.cookies["csrftoken"].value
+    response = browser.post(url, {**data, "csrfmiddlewaretoken": token})
+    assert response.status_code == success_status
+    assert happened()
+
+
+@pytest.mark.django_db
+def test_logout_requires_post_and_csrf(administrator):
+    browser = signed_in(administrator, enforce_csrf_checks=True)
+    assert browser.get(reverse("console:logout")).status_code == 405
+    assert browser.post(reverse("console:logout")).status_code == 403
+    assert browser.get(reverse("console:dashboard")).status_code == 200
+    token = browser.cookies["csrftoken"].value
+    response = browser.post(reverse("console:logout"), {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert browser.get(reverse("console:dashboard")).status_code == 302
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["audit_list", "audit_detail", "audit_verify"])
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_audit_pages_have_no_write_handlers(world, administrator, page, method):
+    url, _ = world["get"][page]
+    before = AuditEvent.objects.count()
+    response = getattr(signed_in(administrator), method)(url)
+    assert response.status_code == 405
+    assert AuditEvent.objects.count() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", ["client_set_enabled", "client_token_rotate", "session_revoke"])
+def test_write_actions_have_no_get_handler(world, administrator, action):
+    url, _, _, _, happened = _post_actions(world)[action]
+    assert signed_in(administrator).get(url).status_code == 405
+    assert not happened()
+
+
+@pytest.mark.django_db
+def test_nav_shows_only_permitted_sections(world, approver, auditor):
+    approver_page = signed_in(approver).get(reverse("console:dashboard"))
+    names = [item["url_name"] for item in approver_page.context["console_nav"]]
+    assert "console:audit_list" not in names
+    assert "console:client_list" in names
+    auditor_page = signed_in(auditor).get(reverse("console:dashboard"))
+    assert "console:audit_list" in [item["url_name"] for item in auditor_page.context["console_nav"]]

@@ -18,11 +18,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 install: $(VENV)/.installed
 
 ## Set up and run the hub with its demo (embedded PostgreSQL, demo workspace, demo business system).
+## scripts/run-demo starts the Demo Shop, seeds the demo (bailing_demo refreshes its tool spec) and
+## runs the hub; Ctrl-C stops both.
 demo: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0
-	$(BIN)/python manage.py bailing_demo --public-url http://$(HOST):$(PORT)
-	BAILING_BIND=$(HOST):$(PORT) ./scripts/run-demo
+	BAILING_BIND=$(HOST):$(PORT) BAILING_PUBLIC_URL=http://$(HOST):$(PORT) ./scripts/run-demo
 
 ## Run the whole test suite (service, API contract and headless-Chromium console tests).
 test: install browser

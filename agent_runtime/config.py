@@ -19,9 +19,11 @@ Rules that hold everywhere (research §A.2.2, §A.2.7, §F.5; spec "Write and ap
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
+from datetime import date, datetime, time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +38,7 @@ __all__ = [
     "CONFIG_SECTIONS",
     "KNOWLEDGE_DEFAULTS",
     "MEMORY_DEFAULTS",
+    "PROVIDER_SPEC_MAX_BYTES",
     "RETRIEVAL_DEFAULTS",
     "TOOLS_DEFAULTS",
     "ConfigError",
@@ -43,6 +46,7 @@ __all__ = [
     "validate_client_config",
     "validate_document",
     "validate_route_config",
+    "validate_tool_provider_config",
 ]
 
 
@@ -821,11 +825,226 @@ def validate_route_config(data: dict, *, path: str) -> dict:
     return result
 
 
+# --- Tool provider ----------------------------------------------------------------------------------
+# A provider's HMAC secret never appears in a config file: the file names where to read it at apply
+# time (``secret_env`` or ``secret_file``), and ``agent_runtime.services.config_apply`` reads it,
+# compares it with the stored (sealed) secret and seals it. Leaving both out means the file does not
+# manage the secret (it is kept as it is, e.g. as set in the console).
+PROVIDER_DEFAULT_SPEC_URL = "/.well-known/bailing/tools.json"
+PROVIDER_DEFAULT_TIMEOUT_MS = 10_000
+PROVIDER_DEFAULT_RATE_LIMIT = 120
+# Inline specs and fetched specs share one budget (compact JSON / raw response bytes).
+PROVIDER_SPEC_MAX_BYTES = 5 * 1024 * 1024
+_PROVIDER_KEYS = (
+    "name",
+    "description",
+    "enabled",
+    "base_url",
+    "spec_source",
+    "spec_url",
+    "spec",
+    "spec_access_policy",
+    "timeout_ms",
+    "rate_limit_per_min",
+    "auto_refresh_min",
+    "secret_env",
+    "secret_file",
+)
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# Signed paths travel in headers and in the signed string: printable ASCII only (agent_runtime.signing).
+_PRINTABLE_ASCII_RE = re.compile(r"[\x21-\x7e]+")
+# RFC 3986 path and query characters: an HTTP client sends them unchanged, so the path the business
+# receives is byte for byte the path that was signed.
+_URI_PATH_RE = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]+")
+_SPEC_MAX_DEPTH = 256
+
+
+def _is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _provider_base_url(value: Any, path: str) -> str:
+    """Where the hub reaches the business system: https, or plain http only to a loopback host.
+
+    No userinfo (credentials belong in the provider secret, never in a URL that is displayed and
+    logged), no query and no fragment (tool and spec paths are appended to it).
+    """
+    text = _string(value, path, max_len=_URL_MAX)
+    if not _PRINTABLE_ASCII_RE.fullmatch(text):
+        raise ConfigError(path, "must be printable ASCII without spaces (use punycode for host names)")
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ConfigError(path, "is not a valid URL") from None
+    if "@" in parts.netloc:
+        raise ConfigError(path, "must not contain userinfo")
+    if "?" in text:
+        raise ConfigError(path, "must not contain a query")
+    if "#" in text:
+        raise ConfigError(path, "must not contain a fragment")
+    if not parts.hostname:
+        raise ConfigError(path, "must be an http or https URL with a host")
+    if parts.scheme == "https":
+        return text
+    if parts.scheme == "http" and _is_loopback_host(parts.hostname):
+        return text
+    raise ConfigError(path, "must be https, or http to a loopback host (127.0.0.1, ::1, localhost)")
+
+
+def _provider_spec_url(value: Any, path: str) -> str:
+    """A path (with optional query) on ``base_url``'s origin.
+
+    Absolute URLs are refused: the signed spec fetch must never be sent to a host other than the
+    provider's, and the signature covers exactly this path and query.
+    """
+    text = _string(value, path, max_len=_URL_MAX)
+    if not _URI_PATH_RE.fullmatch(text):
+        raise ConfigError(path, "must use only URI characters (percent-encode anything else)")
+    if not text.startswith("/") or text.startswith("//"):
+        raise ConfigError(path, "must be a path starting with / on base_url's origin (no absolute URLs)")
+    # HTTP clients resolve "." and ".." segments before sending, which would change the signed path.
+    if any(segment in (".", "..") for segment in text.split("?", 1)[0].split("/")):
+        raise ConfigError(path, 'must not contain "." or ".." segments')
+    return text
+
+
+def _spec_value(value: Any, path: str, depth: int) -> Any:
+    # YAML gives integer keys for unquoted status codes (200:) and dates for unquoted ISO dates; they
+    # become strings exactly as the compiler's YAML reader does, so a spec means the same whether it
+    # is inline here or fetched as YAML. Anything else that is not JSON is an error.
+    if depth > _SPEC_MAX_DEPTH:
+        raise ConfigError(path, "is nested too deeply")
+    if value is None or isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(path, "must be a finite number")
+        return value
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_spec_value(item, _index(path, i), depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        result = {}
+        for key, item in value.items():
+            if isinstance(key, bool):
+                key = "true" if key else "false"
+            elif isinstance(key, int):
+                key = str(key)
+            elif not isinstance(key, str):
+                raise ConfigError(_key(path, key), "object keys must be strings")
+            result[key] = _spec_value(item, _key(path, key), depth + 1)
+        return result
+    raise ConfigError(path, "must be a JSON value (string, number, boolean, null, list or object)")
+
+
+def _provider_spec(value: Any, path: str) -> dict:
+    _mapping(value, path)
+    result = _spec_value(value, path, 0)
+    try:
+        size = compact_json_utf8_bytes(result)
+    except ValueError:  # lone surrogates cannot be encoded; the compiler would refuse them too
+        raise ConfigError(path, "contains an unpaired surrogate") from None
+    if size > PROVIDER_SPEC_MAX_BYTES:
+        raise ConfigError(path, f"must be at most {PROVIDER_SPEC_MAX_BYTES} bytes as JSON")
+    return result
+
+
+def validate_tool_provider_config(data: dict, *, path: str) -> dict:
+    """Validate one ``tool_providers[]`` item; return ``ToolProvider`` column values plus the secret
+    reference (``secret_env`` / ``secret_file``, not columns; ``None`` when absent).
+
+    Like clients, the result is the complete desired configuration: absent fields take their
+    defaults. The inline spec is only checked for JSON-ness and size here; whether it compiles is
+    decided by ``config_apply`` (the compiler), before anything is written.
+    """
+    if isinstance(data, dict) and "secret" in data:
+        raise ConfigError(
+            _key(path, "secret"),
+            "secrets are never written in configuration files; use secret_env or secret_file",
+        )
+    data = _mapping(data, path, allowed=_PROVIDER_KEYS)
+    for required in ("name", "base_url"):
+        if required not in data:
+            raise ConfigError(_key(path, required), "is required")
+    result: dict[str, Any] = {
+        "name": _resource_name(data["name"], _key(path, "name")),
+        "description": "",
+        "enabled": True,
+        "base_url": _provider_base_url(data["base_url"], _key(path, "base_url")),
+        "spec_source": "url",
+        "spec_url": PROVIDER_DEFAULT_SPEC_URL,
+        "spec_inline": None,
+        "spec_access_policy": "signed_required",
+        "timeout_ms": PROVIDER_DEFAULT_TIMEOUT_MS,
+        "rate_limit_per_min": PROVIDER_DEFAULT_RATE_LIMIT,
+        "auto_refresh_min": 0,
+        "secret_env": None,
+        "secret_file": None,
+    }
+    if "description" in data:
+        result["description"] = _string(
+            data["description"], _key(path, "description"), max_len=1000, min_len=0, multiline=True
+        )
+    if "enabled" in data:
+        result["enabled"] = _boolean(data["enabled"], _key(path, "enabled"))
+    if "spec_source" in data:
+        result["spec_source"] = _choice(data["spec_source"], _key(path, "spec_source"), ("url", "inline"))
+    if result["spec_source"] == "url":
+        if "spec" in data:
+            raise ConfigError(_key(path, "spec"), "is only allowed with spec_source: inline")
+        if "spec_url" in data:
+            result["spec_url"] = _provider_spec_url(data["spec_url"], _key(path, "spec_url"))
+    else:
+        if "spec_url" in data:
+            raise ConfigError(_key(path, "spec_url"), "is only allowed with spec_source: url")
+        if "spec" not in data:
+            raise ConfigError(_key(path, "spec"), "is required when spec_source is inline")
+        result["spec_inline"] = _provider_spec(data["spec"], _key(path, "spec"))
+    if "spec_access_policy" in data:
+        result["spec_access_policy"] = _choice(
+            data["spec_access_policy"],
+            _key(path, "spec_access_policy"),
+            ("signed_required", "public_allowed"),
+        )
+    if "timeout_ms" in data:
+        result["timeout_ms"] = _integer(data["timeout_ms"], _key(path, "timeout_ms"), lo=1000, hi=60_000)
+    if "rate_limit_per_min" in data:
+        result["rate_limit_per_min"] = _integer(
+            data["rate_limit_per_min"], _key(path, "rate_limit_per_min"), lo=0, hi=_PG_INT_MAX
+        )
+    if "auto_refresh_min" in data:
+        result["auto_refresh_min"] = _integer(
+            data["auto_refresh_min"], _key(path, "auto_refresh_min"), lo=0, hi=1440
+        )
+    if "secret_env" in data and "secret_file" in data:
+        raise ConfigError(_key(path, "secret_file"), "set either secret_env or secret_file, not both")
+    if "secret_env" in data:
+        result["secret_env"] = _string(
+            data["secret_env"],
+            _key(path, "secret_env"),
+            max_len=128,
+            pattern=_ENV_NAME_RE,
+            pattern_reason="must be an environment variable name matching ^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        )
+    if "secret_file" in data:
+        result["secret_file"] = _string(data["secret_file"], _key(path, "secret_file"), max_len=1024)
+    return result
+
+
 # --- Document -----------------------------------------------------------------------------------------
-# Section name → (key field, item validator), in apply order. Later sections (tool_providers,
-# knowledge_bases) are added here and in ``agent_runtime.services.config_apply``.
+# Section name → (key field, item validator), in apply order. Later sections (knowledge_bases) are
+# added here and in ``agent_runtime.services.config_apply``. Tool providers come before routes, which
+# name them in ``tools.sources``.
 CONFIG_SECTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
     "clients": ("app_id", validate_client_config),
+    "tool_providers": ("name", validate_tool_provider_config),
     "routes": ("route_key", validate_route_config),
 }
 

@@ -86,3 +86,19 @@ class AgentDirectDisabled(ApiError):
     code = "agent_direct_disabled"
     http_status = 403
     default_message = "The workspace does not expose business tools to local agents."
+
+
+# --- Agent API v1: business tool surfaces (spec "Read usage guidance by tool name", research §C.1) ---
+class CapabilityChanged(ApiError):
+    code = "capability_changed"
+    http_status = 409
+    default_message = "The capability catalog changed; refresh it before using this tool."
+
+
+class ToolNotFound(ApiError):
+    code = "tool_not_found"
+    http_status = 404
+    default_message = "The tool is not available in the current capability catalog."
+
+
+from agent_runtime.runtime_errors import *  # noqa: E402, F403

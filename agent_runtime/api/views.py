@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runtime.services import catalog
+from agent_runtime.services.runs import run_for_search
 from agent_runtime.services.workspaces import workspace_profile, workspace_resolve, workspaces_for_identity
+from agent_runtime.tools.compiler import TOOL_NAME_RE
 from bailing.api.authentication import AgentBearerAuthentication
+from bailing.api.errors import InvalidRequest
+from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictSerializer, validate_strict
 
 
 class AgentApiView(APIView):
@@ -19,6 +27,29 @@ class AgentApiView(APIView):
         return self.request.auth
 
 
+class RawStringField(serializers.Field):
+    """Any string, passed on unchanged: the route gate judges route keys (400 ``invalid_route``)."""
+
+    default_error_messages = {"type": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("type")
+        return data
+
+
+def query_params(request, serializer_class: type[StrictSerializer]) -> dict[str, Any]:
+    """The query string validated like a body: unknown or repeated parameters are 400 ``invalid_request``
+    naming the parameter, never ignored (a misspelt ``capability_revision`` must not read as absent)."""
+    params = {}
+    for key in request.query_params:
+        values = request.query_params.getlist(key)
+        if len(values) != 1:
+            raise InvalidRequest(field=key)
+        params[key] = values[0]
+    return validate_strict(serializer_class, params)
+
+
 class WorkspaceListApi(AgentApiView):
     def get(self, request):
         return Response(workspaces_for_identity(self.identity))
@@ -27,4 +58,71 @@ class WorkspaceListApi(AgentApiView):
 class WorkspaceBootstrapApi(AgentApiView):
     def get(self, request, route: str):
         workspace = workspace_resolve(identity=self.identity, route_key=route)
-        return Response(workspace_profile(workspace))
+        return Response(workspace_profile(workspace, identity=self.identity))
+
+
+class CapabilitySearchApi(AgentApiView):
+    """``POST /workspaces/:route/capabilities/search`` (``bailing.agent-capability-search.v1``).
+
+    Needs a non-empty ``query`` or a ``run_id`` of this session and workspace (spec "Turn"); with a
+    run and no usable query, the search ranks for that run's user input, as upstream does. A
+    ``run_id`` that is not a UUID is 400 ``invalid_request``; a run of another session or workspace
+    is 404 ``run_not_found``.
+    """
+
+    body_max_bytes = catalog.SEARCH_BODY_MAX_BYTES
+
+    class InputSerializer(StrictSerializer):
+        # TAB/LF/CR are allowed as upstream's client-text rule allows them; other controls are not.
+        query = StrictCharField(
+            max_length=catalog.SEARCH_QUERY_MAX_CHARS, multiline=True, allow_blank=True, required=False
+        )
+        limit = StrictIntegerField(min_value=1, max_value=catalog.SEARCH_LIMIT_MAX, required=False)
+        run_id = RawStringField(required=False)
+
+    def post(self, request, route: str):
+        data = validate_strict(self.InputSerializer, request.data)
+        query = data.get("query", "")
+        if "run_id" in data:
+            run = run_for_search(identity=self.identity, route_key=route, run_id=data["run_id"])
+            if not query.strip():
+                query = run.user_input
+        elif not query:
+            raise InvalidRequest(field="query")
+        return Response(
+            catalog.capability_search(
+                identity=self.identity, route_key=route, query=query, limit=data.get("limit")
+            )
+        )
+
+
+class ToolCatalogApi(AgentApiView):
+    """``GET /tools?route=`` (``bailing.agent-tool-catalog.v1``), the older direct-tool surface."""
+
+    class InputSerializer(StrictSerializer):
+        route = RawStringField()
+
+    def get(self, request):
+        params = query_params(request, self.InputSerializer)
+        return Response(catalog.tool_catalog_get(identity=self.identity, route_key=params["route"]))
+
+
+class ToolDetailApi(AgentApiView):
+    """``GET /tools/:name?route=&capability_revision=`` (``bailing.agent-tool-detail.v1``)."""
+
+    class InputSerializer(StrictSerializer):
+        route = RawStringField()
+        capability_revision = StrictCharField(pattern=r"[0-9a-f]{64}")
+
+    def get(self, request, name: str):
+        params = query_params(request, self.InputSerializer)
+        if not TOOL_NAME_RE.fullmatch(name):
+            raise InvalidRequest(field="name")
+        return Response(
+            catalog.tool_detail_get(
+                identity=self.identity,
+                route_key=params["route"],
+                name=name,
+                capability_revision=params["capability_revision"],
+            )
+        )

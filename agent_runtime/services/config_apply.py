@@ -1,4 +1,4 @@
-"""Config as code: create or update clients and routes from a validated config document.
+"""Config as code: create or update clients, tool providers and routes from a validated config document.
 
 ``bailing_apply`` (and later the console's import) call :func:`config_apply`. A document is validated
 whole before anything is written; then every item is upserted in one transaction, so a file is
@@ -6,21 +6,40 @@ applied completely or not at all. Applying is declarative and idempotent: an ite
 configuration already equals the file is left untouched (no write, no audit event), which makes
 re-applying the same file a no-op.
 
-Lock order: all existing rows named by the document are locked up front, clients before routes,
-each in primary-key order; the audit chain lock is taken last by ``audit_record``.
+Lock order: all existing rows named by the document are locked up front, clients, then tool
+providers, then routes, each in primary-key order; the audit chain lock is taken last by
+``audit_record``.
+
+Tool providers: the secret is read from ``secret_env``/``secret_file`` and inline specs are compiled
+*before* the transaction (so a missing secret or a spec that does not compile is a ``ConfigError``
+and nothing is written). The secret is compared with the decrypted stored one, so an unchanged
+secret is ``unchanged``; a changed one is sealed by ``provider_set_secret`` and shows up as the field
+name ``secret`` (never a value). An inline spec that differs from the provider's current spec is
+stored through ``provider_spec_store`` in the same transaction. URL specs are never fetched here
+(no network inside the transaction): the plan notes ``bailing_provider_refresh``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, models, transaction
 
-from agent_runtime.config import validate_document
-from agent_runtime.models import Client, Route
+from agent_runtime.config import ConfigError, validate_document
+from agent_runtime.models import Client, Route, ToolProvider
 from agent_runtime.services.clients import Actor
+from agent_runtime.services.providers import (
+    provider_secret_matches,
+    provider_secret_problem,
+    provider_set_secret,
+)
+from agent_runtime.services.tool_specs import provider_spec_store
+from agent_runtime.tools.compiler import CompileResult, compile_spec
 from approvals.services.audit import audit_record
 
 # Columns a config file controls. Token columns are deliberately absent: a Client Token is issued
@@ -50,13 +69,29 @@ ROUTE_CONFIG_FIELDS = (
     "agent_client",
     "run_config",
 )
+# The secret is not a column a file sets: it is read from secret_env/secret_file and compared and
+# stored sealed (see the module docstring).
+PROVIDER_CONFIG_FIELDS = (
+    "description",
+    "enabled",
+    "base_url",
+    "spec_source",
+    "spec_url",
+    "spec_inline",
+    "spec_access_policy",
+    "timeout_ms",
+    "rate_limit_per_min",
+    "auto_refresh_min",
+)
+# A secret file holds one line; anything bigger is the wrong file.
+_SECRET_FILE_MAX_BYTES = 64 * 1024
 
 
 @dataclass
 class PlanItem:
     """What applying one config item did (or, in a dry run, would do)."""
 
-    kind: str  # client | route
+    kind: str  # client | provider | route
     key: str
     action: str  # created | updated | unchanged
     fields: list[str] = field(default_factory=list)  # changed column names, never values
@@ -184,26 +219,189 @@ def route_upsert(*, data: dict, actor: Actor) -> tuple[Route, str]:
 
 
 @dataclass(frozen=True)
+class _ProviderInputs:
+    """What a provider item needs beyond its columns, resolved before the transaction."""
+
+    secret: str | None = field(default=None, repr=False)
+    compiled: CompileResult | None = None
+
+
+def _read_secret(data: dict, path: str) -> str | None:
+    if data["secret_env"] is not None:
+        where = f"{path}.secret_env"
+        value = os.environ.get(data["secret_env"])
+        if value is None:
+            raise ConfigError(where, "names an environment variable that is not set")
+    elif data["secret_file"] is not None:
+        where = f"{path}.secret_file"
+        file = Path(data["secret_file"])
+        if not file.is_absolute():
+            file = Path(settings.BASE_DIR) / file
+        try:
+            if file.stat().st_size > _SECRET_FILE_MAX_BYTES:
+                raise ConfigError(where, f"names a file larger than {_SECRET_FILE_MAX_BYTES} bytes")
+            value = file.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise ConfigError(where, "names a file that does not exist") from None
+        except UnicodeDecodeError:
+            raise ConfigError(where, "names a file that is not UTF-8 text") from None
+        except OSError:
+            raise ConfigError(where, "names a file that cannot be read") from None
+        # Files written by editors and `echo` end with a newline that is not part of the secret.
+        value = value.rstrip("\r\n")
+    else:
+        return None
+    problem = provider_secret_problem(value)
+    if problem:
+        raise ConfigError(where, f"gives a secret that {problem}")
+    return value
+
+
+def _providers_prepare(items: list[dict]) -> list[dict]:
+    """Resolve secrets and compile inline specs; raise ``ConfigError`` at the item's path."""
+    prepared = []
+    for i, data in enumerate(items):
+        path = f"tool_providers[{i}]"
+        compiled = None
+        if data["spec_inline"] is not None:
+            compiled = compile_spec(data["spec_inline"], provider=data["name"])
+            if compiled.fatal:
+                raise ConfigError(f"{path}.spec", "is not a usable OpenAPI 3.0/3.1 document (spec_invalid)")
+        inputs = _ProviderInputs(secret=_read_secret(data, path), compiled=compiled)
+        prepared.append({**data, "_inputs": inputs})
+    return prepared
+
+
+def _audit_provider(actor: Actor) -> Callable[[str, models.Model, list[str]], None]:
+    def audit(verb: str, provider: models.Model, changed: list[str]) -> None:
+        audit_record(
+            action=f"agent_runtime.provider.{verb}",
+            actor_type=actor.type,
+            actor=actor.name,
+            target_type="tool_provider",
+            target_id=provider.name,
+            data={"fields": changed},
+        )
+
+    return audit
+
+
+def _provider_diff(instance: models.Model | None, data: dict) -> list[str]:
+    changed = _changed_fields(instance, data, PROVIDER_CONFIG_FIELDS)
+    secret = data["_inputs"].secret
+    if (
+        instance is not None
+        and secret is not None
+        and not provider_secret_matches(provider=instance, secret=secret)
+    ):
+        changed.append("secret")
+    return changed
+
+
+def _provider_upsert(*, data: dict, actor: Actor) -> tuple[ToolProvider, str, list[str]]:
+    inputs: _ProviderInputs = data["_inputs"]
+    with transaction.atomic():
+        provider, action, changed = _upsert(
+            model=ToolProvider,
+            key_field="name",
+            fields=PROVIDER_CONFIG_FIELDS,
+            data=data,
+            audit=_audit_provider(actor),
+        )
+        if inputs.secret is not None and provider_set_secret(
+            provider=provider, secret=inputs.secret, actor=actor
+        ):
+            changed = [*changed, "secret"]
+            if action == "unchanged":
+                action = "updated"
+        if inputs.compiled is not None and provider.spec_json != data["spec_inline"]:
+            provider_spec_store(
+                provider=provider,
+                spec=data["spec_inline"],
+                result=inputs.compiled,
+                actor_type=actor.type,
+                actor=actor.name,
+            )
+    return provider, action, changed
+
+
+def provider_upsert(*, data: dict, actor: Actor, secret: str | None = None) -> tuple[ToolProvider, str]:
+    """Create or update the provider ``data["name"]`` from validated config
+    (``validate_tool_provider_config``) and, when given, its ``secret`` (plaintext, sealed here).
+
+    Returns the provider and ``"created" | "updated" | "unchanged"``. An inline spec is compiled and,
+    when it differs from the current spec, stored; raises ``ConfigError`` if it does not compile.
+    """
+    [prepared] = _providers_prepare([{**data, "secret_env": None, "secret_file": None}])
+    prepared["_inputs"] = _ProviderInputs(secret=secret, compiled=prepared["_inputs"].compiled)
+    provider, action, _ = _provider_upsert(data=prepared, actor=actor)
+    return provider, action
+
+
+@dataclass(frozen=True)
 class _Section:
     kind: str
     model: type[models.Model]
     key_field: str
     fields: tuple[str, ...]
     upsert: Callable[..., tuple[models.Model, str, list[str]]]
+    # Dry-run comparison when a section has more than columns to compare (the provider secret).
+    diff: Callable[[models.Model | None, dict], list[str]] | None = None
 
 
-# Apply order matches ``agent_runtime.config.CONFIG_SECTIONS``; tool_providers and knowledge_bases
-# join here (before routes, which reference them) when their issues land.
+# Apply order matches ``agent_runtime.config.CONFIG_SECTIONS``: providers before routes, which name
+# them; knowledge_bases join here when their issue lands.
 _SECTIONS: dict[str, _Section] = {
     "clients": _Section("client", Client, "app_id", CLIENT_CONFIG_FIELDS, _client_upsert),
+    "tool_providers": _Section(
+        "provider", ToolProvider, "name", PROVIDER_CONFIG_FIELDS, _provider_upsert, _provider_diff
+    ),
     "routes": _Section("route", Route, "route_key", ROUTE_CONFIG_FIELDS, _route_upsert),
 }
 
 
-def _notes(kind: str, data: dict, instance: models.Model | None, route_keys: set[str]) -> list[str]:
+@dataclass(frozen=True)
+class _NoteContext:
+    """What notes are computed from: names known after this document, and rows as they were before."""
+
+    route_keys: set[str]
+    provider_names: set[str]
+    before: dict[str, dict[str, models.Model]]
+    dry_run: bool
+
+
+def _provider_notes(data: dict, instance: models.Model | None, action: str, ctx: _NoteContext) -> list[str]:
     notes: list[str] = []
-    if kind != "client":
+    name = data["name"]
+    inputs: _ProviderInputs = data["_inputs"]
+    if inputs.secret is None and (instance is None or not instance.secret_encrypted):
+        notes.append(
+            "no secret yet: set secret_env or secret_file (tool calls and signed spec fetches need it)"
+        )
+    before = ctx.before["tool_providers"].get(name)
+    if inputs.compiled is not None:
+        if before is None or before.spec_json != data["spec_inline"]:
+            verb = "will be compiled and stored" if ctx.dry_run else "compiled and stored"
+            notes.append(
+                f"inline spec {verb}: {len(inputs.compiled.tools)} tools, "
+                f"{len(inputs.compiled.warnings)} warnings"
+            )
+    elif action != "unchanged" or before is None or before.spec_json is None:
+        notes.append(f"the spec is not fetched by apply: run manage.py bailing_provider_refresh {name}")
+    return notes
+
+
+def _notes(kind: str, data: dict, instance: models.Model | None, action: str, ctx: _NoteContext) -> list[str]:
+    notes: list[str] = []
+    if kind == "provider":
+        return _provider_notes(data, instance, action, ctx)
+    if kind == "route":
+        sources = (data["tools"] or {}).get("sources") or []
+        unknown = [source["provider"] for source in sources if source["provider"] not in ctx.provider_names]
+        if unknown:
+            notes.append("tools.sources names tool providers that do not exist: " + ", ".join(unknown))
         return notes
+    route_keys = ctx.route_keys
     if instance is None or not instance.token_hash:
         notes.append(f"no Client Token yet: run manage.py bailing_client_token {data['app_id']}")
     missing = [key for key in data["allowed_routes"] if key != "*" and key not in route_keys]
@@ -213,12 +411,15 @@ def _notes(kind: str, data: dict, instance: models.Model | None, route_keys: set
 
 
 def config_apply(*, document: Any, dry_run: bool, actor: Actor) -> ApplyPlan:
-    """Validate ``document`` (``{"clients": [...], "routes": [...]}``) and apply it in one transaction.
+    """Validate ``document`` (``{"clients": [...], "tool_providers": [...], "routes": [...]}``) and
+    apply it in one transaction.
 
     Raises ``agent_runtime.config.ConfigError`` before writing anything if any item is invalid. With
     ``dry_run`` the same plan is computed from the current rows and nothing is written or locked.
     """
     sections = validate_document(document)
+    # Secrets and inline specs are read and compiled before anything is locked or written.
+    sections["tool_providers"] = _providers_prepare(sections["tool_providers"])
     plan = ApplyPlan(dry_run=dry_run)
     with transaction.atomic():
         existing: dict[str, dict[str, models.Model]] = {}
@@ -231,13 +432,21 @@ def config_apply(*, document: Any, dry_run: bool, actor: Actor) -> ApplyPlan:
 
         route_keys = set(Route.objects.values_list("route_key", flat=True))
         route_keys.update(item["route_key"] for item in sections["routes"])
+        provider_names = set(ToolProvider.objects.values_list("name", flat=True))
+        provider_names.update(item["name"] for item in sections["tool_providers"])
+        ctx = _NoteContext(
+            route_keys=route_keys, provider_names=provider_names, before=existing, dry_run=dry_run
+        )
 
         for name, section in _SECTIONS.items():
             for data in sections[name]:
                 key = data[section.key_field]
                 if dry_run:
                     instance = existing[name].get(key)
-                    changed = _changed_fields(instance, data, section.fields)
+                    if section.diff is not None:
+                        changed = section.diff(instance, data)
+                    else:
+                        changed = _changed_fields(instance, data, section.fields)
                     action = "created" if instance is None else ("updated" if changed else "unchanged")
                 else:
                     instance, action, changed = section.upsert(data=data, actor=actor)
@@ -247,7 +456,7 @@ def config_apply(*, document: Any, dry_run: bool, actor: Actor) -> ApplyPlan:
                         key=key,
                         action=action,
                         fields=changed if action == "updated" else [],
-                        notes=_notes(section.kind, data, instance, route_keys),
+                        notes=_notes(section.kind, data, instance, action, ctx),
                     )
                 )
     return plan

@@ -20,6 +20,7 @@ from agent_runtime import errors
 from agent_runtime.config import route_effective
 from agent_runtime.models import Route
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
+from agent_runtime.services.catalog import ProviderMap, load_providers, route_catalog
 from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256
 
@@ -102,30 +103,29 @@ def _instructions(effective: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def workspace_capabilities(*, route: Route, effective: dict[str, Any]) -> dict[str, Any]:
-    """The capabilities block. Until tool providers exist the authorized catalog is honestly
-    empty; its revision still binds the route governance that will scope a catalog."""
-    revision = canonical_sha256(
-        {
-            "schema": "bailing.agent-capability-revision.v1",
-            "route": route.route_key,
-            "permission": effective["permission"],
-            "agent_direct": effective["tools"]["agent_direct"],
-            "tools": [],
-        }
-    )
-    return {
-        "revision": revision,
-        "authorized_total": 0,
-        "active_limit": effective["agent_client"]["active_tool_limit"],
-        "readonly": 0,
-        "writes": 0,
-        "approval_required": 0,
-    }
+def workspace_capabilities(
+    *,
+    route: Route,
+    effective: dict[str, Any],
+    identity: AgentIdentity | None,
+    providers: ProviderMap | None = None,
+) -> dict[str, Any]:
+    """The bootstrap ``capabilities`` block: revision and counts of the authorized catalog.
+
+    Empty (with a revision that still binds the route's governance) when the route exposes no
+    business tools, so a knowledge-only workspace bootstraps (research §H15).
+    """
+    catalog = route_catalog(route=route, identity=identity, effective=effective, providers=providers)
+    return catalog.capabilities()
 
 
-def workspace_profile(route: Route) -> dict[str, Any]:
-    """The ``bailing.agent-runtime-profile.v1`` body for ``route``.
+def workspace_profile(
+    route: Route, *, identity: AgentIdentity | None = None, providers: ProviderMap | None = None
+) -> dict[str, Any]:
+    """The ``bailing.agent-runtime-profile.v1`` body for ``route`` as ``identity`` sees it.
+
+    The capabilities block depends on the session (subject-required tools are hidden without a
+    trusted subject); ``identity=None`` gives the route-level view the console shows.
 
     The profile revision is the SHA-256 of the canonical JSON of the schema id, the workspace block
     and the profile body, so any change an agent could observe in its profile changes the revision.
@@ -166,15 +166,21 @@ def workspace_profile(route: Route) -> dict[str, Any]:
         "schema_version": PROFILE_SCHEMA,
         "workspace": workspace,
         "profile": {"revision": revision, **body},
-        "capabilities": workspace_capabilities(route=route, effective=effective),
+        "capabilities": workspace_capabilities(
+            route=route, effective=effective, identity=identity, providers=providers
+        ),
     }
 
 
 def workspaces_for_identity(identity: AgentIdentity) -> dict[str, Any]:
-    """``bailing.agent-workspaces.v1``: every workspace the gate admits, in route_key order."""
+    """``bailing.agent-workspaces.v1``: every workspace the gate admits, in route_key order.
+
+    The tool providers of every listed workspace are read in one query, so the list costs a fixed
+    number of queries however many workspaces a session has.
+    """
     keys = set(identity.session.allowed_routes or [])
     routes = Route.objects.filter(route_key__in=keys, enabled=True).order_by("route_key")
-    items = []
+    admitted = []
     for route in routes:
         if not identity.client.allows_route(route.route_key):
             continue
@@ -183,7 +189,16 @@ def workspaces_for_identity(identity: AgentIdentity) -> dict[str, Any]:
             continue
         if not effective["agent_client"]["enabled"] or not audience_admits(effective["audience"], identity):
             continue
-        profile = workspace_profile(route)
+        admitted.append((route, effective))
+    providers = load_providers(
+        source["provider"]
+        for _route, effective in admitted
+        if effective["tools"]["agent_direct"]["enabled"]
+        for source in effective["tools"]["sources"]
+    )
+    items = []
+    for route, effective in admitted:
+        profile = workspace_profile(route, identity=identity, providers=providers)
         items.append(
             {
                 "route": route.route_key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 NAV = [
     ("Dashboard", "console:dashboard", None),
     ("Workspaces", "console:workspace_list", "agent_runtime.view_route"),
+    ("Tool providers", "console:provider_list", "agent_runtime.view_toolprovider"),
     ("Clients", "console:client_list", "agent_runtime.view_client"),
     ("Agent sessions", "console:session_list", "agent_runtime.view_agentsession"),
     ("Audit history", "console:audit_list", "approvals.view_auditevent"),

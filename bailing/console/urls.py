@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from bailing.console.views import audit, clients, consent, dashboard, sessions, workspaces
+from bailing.console.views import audit, clients, consent, dashboard, providers, sessions, workspaces
 
 app_name = "console"
 
@@ -20,6 +20,14 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("workspaces/", workspaces.WorkspaceListView.as_view(), name="workspace_list"),
     path("workspaces/<str:route_key>/", workspaces.WorkspaceDetailView.as_view(), name="workspace_detail"),
+    path("providers/", providers.ProviderListView.as_view(), name="provider_list"),
+    path("providers/<str:name>/", providers.ProviderDetailView.as_view(), name="provider_detail"),
+    path("providers/<str:name>/refresh/", providers.ProviderRefreshView.as_view(), name="provider_refresh"),
+    path(
+        "providers/<str:name>/tools/<str:tool>/",
+        providers.ProviderToolDetailView.as_view(),
+        name="provider_tool_detail",
+    ),
     path("clients/", clients.ClientListView.as_view(), name="client_list"),
     # "_new" can never be an App ID (those start with a letter or digit), so it never shadows a client.
     path("clients/_new/", clients.ClientCreateView.as_view(), name="client_create"),

@@ -290,12 +290,14 @@ def test_unknown_allowed_routes_are_noted(tmp_path):
 
 
 @pytest.mark.django_db
-def test_the_example_file_is_valid_and_idempotent():
+def test_the_example_file_is_valid_and_idempotent(monkeypatch):
+    # The example's tool provider reads its secret from this variable at apply time.
+    monkeypatch.setenv("SHOP_ORDERS_TOOL_SECRET", "example-shop-orders-secret")
     lines, _ = _apply(EXAMPLE, "--dry-run")
-    assert lines[-1] == "dry run: 4 created, 0 updated, 0 unchanged; nothing was written"
+    assert lines[-1] == "dry run: 5 created, 0 updated, 0 unchanged; nothing was written"
     _apply(EXAMPLE)
     lines, _ = _apply(EXAMPLE)
-    assert lines[-1] == "applied: 0 created, 0 updated, 4 unchanged"
+    assert lines[-1] == "applied: 0 created, 0 updated, 5 unchanged"
     assert Client.objects.get(app_id="desk-agent").hub_consent is True
     assert (
         Client.objects.get(app_id="shop-agent").agent_authorize_url

@@ -603,7 +603,7 @@ def test_agent_workspace_accepts_resource_name_keys():
 
 # --- Documents ----------------------------------------------------------------------------------------
 def test_document_sections_are_optional():
-    assert validate_document({}) == {"clients": [], "routes": []}
+    assert validate_document({}) == {"clients": [], "tool_providers": [], "routes": []}
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from agent_runtime.models import AgentRefreshToken, AgentSession, Client, Route
+from agent_runtime.models import AgentRefreshToken, AgentSession, Client, Route, ToolProvider
+from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import (
     ACCESS_TOKEN_PREFIX,
     CLIENT_TOKEN_PREFIX,
@@ -18,6 +19,7 @@ from agent_runtime.tokens import (
     new_secret,
     secret_hash,
 )
+from agent_runtime.tools import compile_spec
 
 
 class ClientFactory(factory.django.DjangoModelFactory):
@@ -102,3 +104,24 @@ class UserFactory(factory.django.DjangoModelFactory):
         obj.save()
         for role in extracted or []:
             obj.groups.add(Group.objects.get(name=role))
+
+
+class ToolProviderFactory(factory.django.DjangoModelFactory):
+    """An enabled inline tool provider. ``spec=<OpenAPI dict>`` compiles it and stores it as the
+    provider's current spec through ``provider_spec_store`` (the only writer of tool rows)."""
+
+    class Meta:
+        model = ToolProvider
+        skip_postgeneration_save = True
+
+    name = factory.Sequence(lambda n: f"provider-{n}")
+    base_url = "https://business.example.test"
+    spec_source = ToolProvider.SpecSource.INLINE
+
+    @factory.post_generation
+    def spec(obj, create, extracted, **kwargs):
+        if create and extracted is not None:
+            result = compile_spec(extracted, provider=obj.name)
+            provider_spec_store(
+                provider=obj, spec=extracted, result=result, actor_type="system", actor="tests"
+            )

@@ -1,8 +1,14 @@
-"""Seed the demo: roles, the demo administrator, the demo agent client and the demo workspace.
+"""Seed the demo: roles, the demo administrator, the demo agent client, the Demo Shop tool provider
+and the demo workspace, then refresh the Demo Shop's tool spec.
 
 Idempotent: run it any number of times. The administrator's password is generated once, kept in
 ``var/demo-admin-password`` (mode 0600) and printed on every run, so ``make demo`` always tells you
-how to sign in.
+how to sign in. The Demo Shop's HMAC secret lives in ``var/demo-tool-secret`` (mode 0600, created
+here or by ``scripts/run-demo``, whichever runs first); ``examples/demo.yaml`` only names the file.
+
+``scripts/run-demo`` starts the Demo Shop before running this command, so the refresh normally
+succeeds. Without it (tests, a first look) the refresh fails and the banner says so; seeding never
+depends on the business system being up.
 """
 
 from __future__ import annotations
@@ -19,24 +25,50 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from agent_runtime.config import ConfigError
+from agent_runtime.models import ToolProvider
 from agent_runtime.services.clients import Actor
 from agent_runtime.services.config_apply import config_apply
+from agent_runtime.services.providers import RefreshOutcome, provider_refresh
 from bailing.roles import ADMINISTRATOR, roles_sync
 
 DEMO_CONFIG = Path(settings.BASE_DIR) / "examples" / "demo.yaml"
 DEMO_ADMIN = "alice"
+DEMO_PROVIDER = "demo-shop"
+DEMO_TOOL_SECRET = Path(settings.BASE_DIR) / "var" / "demo-tool-secret"
 
 
-def _demo_password() -> tuple[str, bool]:
-    path = Path(settings.BASE_DIR) / "var" / "demo-admin-password"
+def _ensure_private_file(path: Path, make_value) -> tuple[str, bool]:
+    """Read ``path`` or create it once with ``make_value()`` (mode 0600); return (value, created)."""
     if path.exists():
         return path.read_text().strip(), False
     path.parent.mkdir(parents=True, exist_ok=True)
-    password = secrets.token_urlsafe(12)
+    value = make_value()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        handle.write(password)
-    return password, True
+        handle.write(value)
+    return value, True
+
+
+def _demo_password() -> tuple[str, bool]:
+    return _ensure_private_file(
+        Path(settings.BASE_DIR) / "var" / "demo-admin-password", lambda: secrets.token_urlsafe(12)
+    )
+
+
+def _tools_lines(outcome: RefreshOutcome | None) -> list[str]:
+    if outcome is None:
+        return [f"  Demo Shop tools: provider {DEMO_PROVIDER} is not configured."]
+    if outcome.ok:
+        probe = outcome.probe.get("status", "")
+        return [
+            f"  Demo Shop tools: {outcome.tools} compiled ({outcome.warnings} warnings), "
+            f"spec access probe: {probe}."
+        ]
+    return [
+        f"  Demo Shop tools: refresh failed: {outcome.error} ({outcome.message}).",
+        "    Start the Demo Shop (make demo does) and run:",
+        f"    .venv/bin/python manage.py bailing_provider_refresh {DEMO_PROVIDER}",
+    ]
 
 
 class Command(BaseCommand):
@@ -48,6 +80,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         public_url = options["public_url"].rstrip("/")
         roles_sync()
+        # examples/demo.yaml reads the provider secret from this file; create it before applying.
+        _ensure_private_file(DEMO_TOOL_SECRET, lambda: secrets.token_urlsafe(32))
         document = yaml.safe_load(DEMO_CONFIG.read_text(encoding="utf-8"))
         try:
             plan = config_apply(document=document, dry_run=False, actor=Actor.system("bailing_demo"))
@@ -61,6 +95,11 @@ class Command(BaseCommand):
                 user.set_password(password)
                 user.save()
             user.groups.add(Group.objects.get(name=ADMINISTRATOR))
+        provider = ToolProvider.objects.filter(name=DEMO_PROVIDER).first()
+        outcome = None
+        if provider is not None:
+            # After the seed's transactions: a refresh uses the network and must not run inside one.
+            outcome = provider_refresh(provider=provider, actor=Actor.system("bailing_demo"))
         changed = sum(1 for item in plan.items if item.action != "unchanged")
         line = "=" * 72
         self.stdout.write(
@@ -81,6 +120,7 @@ class Command(BaseCommand):
                     "--client demo-agent --workspace demo",
                     "",
                     f"  Config applied from examples/demo.yaml ({changed} item(s) changed).",
+                    *_tools_lines(outcome),
                     line,
                 ]
             )

@@ -1,22 +1,25 @@
 """HTTP benchmark: req/s of agent endpoints against a bare DRF endpoint, under the real gunicorn config.
 
 Starts gunicorn (``bailing/gunicorn.conf.py``) on a free loopback port against the configured
-database, creates a throwaway benchmark client / workspace / agent session, drives each endpoint
-with ``wrk`` (or a built-in keep-alive load generator when wrk is not installed), prints req/s,
-latency and the SQL query count of one request, then removes what it created. Figures are only
-comparable within one run: the machine is shared, so the ratio to the bare endpoint is the figure
-to quote.
+database, creates a throwaway benchmark client / workspace / agent session and a tool provider whose
+inline spec has 50 operations (stored through ``provider_spec_store``, as a refresh would), drives
+each endpoint with ``wrk`` (POST bodies through a small Lua script) or a built-in keep-alive load
+generator when wrk is not installed, prints req/s, latency and the SQL query count of one request,
+then removes what it created. Figures are only comparable within one run: the machine is shared, so
+the ratio to the bare endpoint is the figure to quote.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -29,11 +32,72 @@ from django.test import Client as DjangoClient
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agent_runtime.models import AgentSession, Client, Route
+from agent_runtime.models import AgentSession, Client, Route, ToolProvider
+from agent_runtime.services.catalog import route_catalog
+from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
+from agent_runtime.tools import compile_spec
+from bailing.api.authentication import AgentIdentity
 
 BENCH_KEY = "bench-workspace"
 BENCH_CLIENT = "bench-agent"
+BENCH_PROVIDER = "bench-tools"
+BENCH_TOOL_COUNT = 50
+SEARCH_BODY = {"query": "refund the latest order of a customer", "limit": 12}
+# A workspace of 50 tools in a handful of domains, so lexical ranking has real work to do.
+_DOMAINS = (
+    "order",
+    "refund",
+    "customer",
+    "inventory",
+    "shipment",
+    "invoice",
+    "coupon",
+    "staff",
+    "ticket",
+    "report",
+)
+_ACTIONS = ("get", "search", "list", "create", "update")
+
+
+def _bench_spec() -> dict:
+    """An OpenAPI 3.1 document with ``BENCH_TOOL_COUNT`` ACC-declared operations (reads and writes)."""
+    paths: dict[str, dict] = {}
+    for index in range(BENCH_TOOL_COUNT):
+        domain = _DOMAINS[index % len(_DOMAINS)]
+        action = _ACTIONS[index // len(_DOMAINS) % len(_ACTIONS)]
+        write = action in ("create", "update")
+        operation = {
+            "operationId": f"{domain}_{action}",
+            "summary": f"{action.capitalize()} {domain} records of the benchmark shop.",
+            "description": f"Benchmark operation {index}: {action} on {domain} data, filtered and paged.",
+            "x-agent-capability": {
+                "version": 1,
+                "enabled": True,
+                "scope": f"{domain}.{'write' if write else 'read'}",
+                "guidance": {"when_to_use": f"Use to {action} {domain} records.", "returns": "JSON records."},
+            },
+        }
+        if write:
+            operation["requestBody"] = {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"id": {"type": "string"}, "note": {"type": "string"}},
+                            "required": ["id"],
+                        }
+                    }
+                },
+            }
+        else:
+            operation["parameters"] = [
+                {"name": "q", "in": "query", "schema": {"type": "string"}},
+                {"name": "page", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+            ]
+        paths[f"/{domain}/{action}"] = {"post" if write else "get": operation}
+    return {"openapi": "3.1.0", "info": {"title": "Benchmark tools", "version": "1"}, "paths": paths}
 
 
 def _free_port() -> int:
@@ -56,8 +120,16 @@ def _wait_ready(port: int, timeout: float = 30.0) -> None:
     raise RuntimeError("gunicorn did not become ready")
 
 
-def _python_load(port: int, path: str, headers: dict[str, str], seconds: float, connections: int) -> dict:
-    """Keep-alive GET loop on ``connections`` threads; returns req/s and latency percentiles."""
+def _python_load(
+    port: int,
+    path: str,
+    headers: dict[str, str],
+    seconds: float,
+    connections: int,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> dict:
+    """Keep-alive request loop on ``connections`` threads; returns req/s and latency percentiles."""
     latencies: list[float] = []
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
@@ -68,7 +140,7 @@ def _python_load(port: int, path: str, headers: dict[str, str], seconds: float, 
         local: list[float] = []
         while time.monotonic() < stop_at:
             started = time.perf_counter()
-            conn.request("GET", path, headers=headers)
+            conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
             response.read()
             if response.status != 200:
@@ -93,12 +165,36 @@ def _python_load(port: int, path: str, headers: dict[str, str], seconds: float, 
     }
 
 
-def _wrk_load(port: int, path: str, headers: dict[str, str], seconds: float, connections: int) -> dict:
+def _lua_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _wrk_load(
+    port: int,
+    path: str,
+    headers: dict[str, str],
+    seconds: float,
+    connections: int,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> dict:
     cmd = ["wrk", "-t2", f"-c{connections}", f"-d{int(seconds)}s", "--latency"]
     for name, value in headers.items():
         cmd += ["-H", f"{name}: {value}"]
+    script = None
+    if method != "GET" or body is not None:
+        # wrk sends a body only from a Lua script; the body is ASCII JSON, so a quoted string will do.
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
+            handle.write(f"wrk.method = {_lua_string(method)}\n")
+            handle.write(f"wrk.body = {_lua_string((body or b'').decode('ascii'))}\n")
+            script = handle.name
+        cmd += ["-s", script]
     cmd.append(f"http://127.0.0.1:{port}{path}")
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    finally:
+        if script:
+            os.unlink(script)
 
     def latency(label: str) -> float:
         match = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
@@ -125,7 +221,19 @@ class Command(BaseCommand):
         parser.add_argument("--connections", type=int, default=16)
         parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default: config)")
 
-    def _fixtures(self) -> tuple[str, list[Route], Client]:
+    def _fixtures(self) -> tuple[str, Route, AgentSession]:
+        provider, _ = ToolProvider.objects.update_or_create(
+            name=BENCH_PROVIDER,
+            defaults={"base_url": "http://127.0.0.1:9", "spec_source": ToolProvider.SpecSource.INLINE},
+        )
+        spec = _bench_spec()
+        provider_spec_store(
+            provider=provider,
+            spec=spec,
+            result=compile_spec(spec, provider=BENCH_PROVIDER),
+            actor_type="system",
+            actor="bailing_bench",
+        )
         client, _ = Client.objects.update_or_create(
             app_id=BENCH_CLIENT,
             defaults={"name": "Benchmark agent", "hub_consent": True, "allowed_routes": [BENCH_KEY]},
@@ -136,11 +244,21 @@ class Command(BaseCommand):
                 "name": "Benchmark workspace",
                 "target_config": {"system_prompt": "Benchmark."},
                 "agent_client": {"enabled": True},
+                "permission": "readwrite",
+                "tools": {
+                    "sources": [{"provider": BENCH_PROVIDER, "allow": ["*"]}],
+                    "agent_direct": {
+                        "enabled": True,
+                        "write_tools": [
+                            f"{domain}_{action}" for domain in _DOMAINS for action in ("create", "update")
+                        ],
+                    },
+                },
             },
         )
         access = new_secret(ACCESS_TOKEN_PREFIX)
         now = timezone.now()
-        AgentSession.objects.create(
+        session = AgentSession.objects.create(
             client=client,
             device_label="benchmark",
             principal={"id": "bench"},
@@ -150,34 +268,64 @@ class Command(BaseCommand):
             access_expires_at=now + timedelta(minutes=15),
             refresh_expires_at=now + timedelta(days=1),
         )
-        return access, [route], client
+        return access, route, session
 
     def _cleanup(self) -> None:
         Client.objects.filter(app_id=BENCH_CLIENT).delete()
         Route.objects.filter(route_key=BENCH_KEY).delete()
+        ToolProvider.objects.filter(name=BENCH_PROVIDER).delete()
 
-    def _queries(self, path: str, headers: dict[str, str]) -> int:
+    def _queries(
+        self, path: str, headers: dict[str, str], method: str = "GET", body: bytes | None = None
+    ) -> int:
         django_client = DjangoClient()
-        extra = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()}
+        extra = {
+            "HTTP_" + k.upper().replace("-", "_"): v
+            for k, v in headers.items()
+            if k.lower() != "content-type"
+        }
         extra["HTTP_HOST"] = "127.0.0.1"
-        django_client.get(path, **extra)  # warm: first request may touch last_seen_at
+
+        def send():
+            if method == "GET":
+                return django_client.get(path, **extra)
+            return django_client.generic(method, path, body or b"", content_type="application/json", **extra)
+
+        send()  # warm: first request may touch last_seen_at
         with CaptureQueriesContext(connection) as ctx:
-            response = django_client.get(path, **extra)
+            response = send()
         if response.status_code != 200:
             raise RuntimeError(f"{path} answered {response.status_code}")
         return len(ctx.captured_queries)
 
     def handle(self, *args, **options):
-        access, _routes, _client = self._fixtures()
+        access, route, session = self._fixtures()
+        catalog = route_catalog(route=route, identity=AgentIdentity(session=session, client=session.client))
         auth = {"Authorization": f"Bearer {access}"}
-        targets = [
-            ("bare DRF endpoint", "/agent-api/v1/_bench/bare", {}),
-            ("GET /workspaces", "/agent-api/v1/workspaces", auth),
+        json_auth = {**auth, "Content-Type": "application/json"}
+        search_body = json.dumps(SEARCH_BODY).encode("ascii")
+        detail_path = (
+            f"/agent-api/v1/tools/refund_get?route={BENCH_KEY}&capability_revision={catalog.revision}"
+        )
+        # (label, method, path, headers, body)
+        targets: list[tuple[str, str, str, dict[str, str], bytes | None]] = [
+            ("bare DRF endpoint", "GET", "/agent-api/v1/_bench/bare", {}, None),
+            ("GET /workspaces", "GET", "/agent-api/v1/workspaces", auth, None),
             (
                 f"GET /workspaces/{BENCH_KEY}/bootstrap",
+                "GET",
                 f"/agent-api/v1/workspaces/{BENCH_KEY}/bootstrap",
                 auth,
+                None,
             ),
+            (
+                f"POST capabilities/search ({catalog.authorized_total} tools)",
+                "POST",
+                f"/agent-api/v1/workspaces/{BENCH_KEY}/capabilities/search",
+                json_auth,
+                search_body,
+            ),
+            ("GET /tools/:name (detail)", "GET", detail_path, auth, None),
         ]
         port = _free_port()
         env = {**os.environ, "BAILING_BIND": f"127.0.0.1:{port}", "BAILING_BENCH_ENDPOINTS": "true"}
@@ -195,14 +343,15 @@ class Command(BaseCommand):
         results = []
         try:
             _wait_ready(port)
-            for index, (name, path, headers) in enumerate(targets, 1):
+            for index, (name, method, path, headers, body) in enumerate(targets, 1):
                 self.stdout.write(
                     f"[{index}/{len(targets)}] {name}: warming up, then {options['seconds']:.0f} s ..."
                 )
                 self.stdout.flush()
-                load(port, path, headers, 2, options["connections"])
-                result = load(port, path, headers, options["seconds"], options["connections"])
-                queries = self._queries(path, headers) if path != "/agent-api/v1/_bench/bare" else 0
+                load(port, path, headers, 2, options["connections"], method, body)
+                result = load(port, path, headers, options["seconds"], options["connections"], method, body)
+                bare = path == "/agent-api/v1/_bench/bare"
+                queries = 0 if bare else self._queries(path, headers, method, body)
                 results.append((name, result, queries))
         finally:
             server.terminate()

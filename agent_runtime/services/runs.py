@@ -1,0 +1,451 @@
+"""Agent Client Runtime turns and run completion (spec "Turn" and "Complete", research §A.2.12).
+
+A turn freezes what the hub tells a local agent for one user message — instructions, memory,
+governance, knowledge status and the active tool set — into a run; a completion records the agent's
+visible answer on that run. Both are idempotent on client-chosen keys and race-safe in the database:
+
+* Turn key = (session, route, conversation, client_turn_id), plus (session, route, user_message_id).
+  Request hash = canonical SHA-256 of ``{schema, route, **input}`` (``knowledge_delivery`` included).
+  The same key with the same ``user_message_id`` and hash replays the frozen context byte for byte,
+  whatever changed on the route since; anything else under either key is 409 ``turn_conflict``.
+* Completion fingerprint = canonical SHA-256 of ``{schema, assistant_message_id, status, content,
+  model, runtime, usage}``; identical replay ⇒ 200 with ``idempotent_replay: true``, anything else
+  ⇒ 409 ``run_completion_conflict``; an assistant message id already used by another run of the same
+  session and route ⇒ 409 ``assistant_message_conflict``.
+
+Concurrency: a turn is prepared in one transaction. The conversation and the run are inserted inside
+savepoints; a concurrent first request blocks on the unique index until the winner commits, then
+gets ``IntegrityError`` and re-reads the committed row, so N identical requests create one run and
+return one body. Memory is read before the current user message is appended, in the same
+transaction. Completion locks the run row (``select_for_update``), re-reads it and only then writes;
+the audit chain lock is taken last (rows → audit chain).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agent_runtime import runtime_errors as errors
+from agent_runtime.config import route_effective
+from agent_runtime.memory import cut_utf16, memory_recent, utc_iso
+from agent_runtime.models import AgentConversation, AgentRun, Route, VisibleMessage
+from agent_runtime.run_selectors import run_get_for_session, run_id_parse
+from agent_runtime.services import catalog as catalog_service
+from agent_runtime.services.workspaces import workspace_profile, workspace_resolve
+from approvals.services.audit import audit_record
+from bailing.api.authentication import AgentIdentity
+from bailing.api.hashing import canonical_sha256
+from bailing.api.limits import compact_json_utf8_bytes
+
+TURN_SCHEMA = "bailing.agent-turn-context.v1"
+COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"
+KNOWLEDGE_DELIVERY_SCHEMA = "bailing.agent-knowledge-delivery.v1"
+KNOWLEDGE_PROTOCOL = "bailing.agent-knowledge.v1"
+KNOWLEDGE_SCOPE_SCHEMA = "bailing.agent-knowledge-scope.v1"
+TASK_CONTROL_CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
+
+# Raw JSON body budget of ``turns`` and ``complete`` (spec: 512 KiB).
+RUNTIME_BODY_MAX_BYTES = 512 * 1024
+PAGE_CONTEXT_MAX_BYTES = 16 * 1024
+# Upstream bounds each page hint before it prefixes the ranking query (research §H32).
+_PAGE_HINT_KEYS = ("title", "page_name", "page_key", "url")
+_PAGE_HINT_MAX_CHARS = 500
+_HINT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _body_bytes(body: dict[str, Any]) -> str:
+    """The exact response text, serialised once; replays return these characters unchanged."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _hint(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    text, _ = cut_utf16(_HINT_CONTROL.sub(" ", value).strip(), _PAGE_HINT_MAX_CHARS)
+    return text
+
+
+def turn_query(data: dict[str, Any]) -> str:
+    """The ranking query of a turn: page hints (title, page_name, page_key, url), then the input."""
+    page = data.get("page_context") or {}
+    hint = " ".join(text for text in (_hint(page.get(key)) for key in _PAGE_HINT_KEYS) if text)
+    return f"{hint}\n{data['user_input']}" if hint else data["user_input"]
+
+
+def knowledge_scope_revision(*, route: Route, effective: dict[str, Any]) -> str:
+    """Revision of the route's knowledge configuration (research §H10, interim).
+
+    The knowledge issue owns this definition (it will add each knowledge base's state); until then
+    it binds the route key and the effective knowledge settings.
+    """
+    return canonical_sha256(
+        {"schema": KNOWLEDGE_SCOPE_SCHEMA, "route": route.route_key, "knowledge": effective["knowledge"]}
+    )
+
+
+def _knowledge_delivery(*, route: Route, effective: dict[str, Any]) -> dict[str, Any]:
+    """``context.knowledge_delivery`` for an ``on_demand`` turn (knowledge spec "Negotiation").
+
+    Stated honestly: ``disabled`` when the route has no knowledge base, ``unavailable`` when it has
+    one but this hub cannot retrieve yet. Never ``ok`` with empty hints.
+    """
+    status = "unavailable" if effective["knowledge"]["kb_ids"] else "disabled"
+    return {
+        "schema_version": KNOWLEDGE_DELIVERY_SCHEMA,
+        "mode": "on_demand",
+        "protocol": KNOWLEDGE_PROTOCOL,
+        "knowledge_scope_revision": knowledge_scope_revision(route=route, effective=effective),
+        "status": status,
+        "hints": [],
+    }
+
+
+def _turn_lookup(*, identity: AgentIdentity, route: Route, data: dict[str, Any]) -> list[AgentRun]:
+    """Every visible run holding either idempotency key of this turn (at most two)."""
+    return list(
+        AgentRun.objects.filter(session_id=identity.session.pk, route_id=route.pk)
+        .filter(
+            Q(
+                conversation__client_conversation_id=data["client_conversation_id"],
+                client_turn_id=data["client_turn_id"],
+            )
+            | Q(user_message_id=data["user_message_id"])
+        )
+        .exclude(status=AgentRun.Status.PREPARING)
+        .only("run_id", "client_id", "client_turn_id", "user_message_id", "request_hash", "context_body")[:2]
+    )
+
+
+def _turn_replay(runs: list[AgentRun], *, identity: AgentIdentity, data: dict[str, Any], request_hash: str):
+    """The frozen body of the run these keys name, or 409 when the keys are bound elsewhere."""
+    for run in runs:
+        if (
+            run.client_id == identity.client.pk
+            and run.client_turn_id == data["client_turn_id"]
+            and run.user_message_id == data["user_message_id"]
+            and run.request_hash == request_hash
+        ):
+            return run.context_body
+    raise errors.TurnConflict()
+
+
+def _conversation_get_or_create(*, identity: AgentIdentity, route: Route, key: str) -> AgentConversation:
+    lookup = {"session_id": identity.session.pk, "route_id": route.pk, "client_conversation_id": key}
+    conversation = AgentConversation.objects.filter(**lookup).first()
+    if conversation is not None:
+        return conversation
+    try:
+        with transaction.atomic():
+            return AgentConversation.objects.create(client_id=identity.client.pk, **lookup)
+    except IntegrityError:
+        # A concurrent first turn of this conversation committed it meanwhile.
+        return AgentConversation.objects.get(**lookup)
+
+
+def _memory(*, conversation: AgentConversation, memory_cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = (
+        VisibleMessage.objects.filter(conversation=conversation)
+        .order_by("-created_at", "-id")
+        .values_list("direction", "content", "created_at")[: memory_cfg["recent_messages"]]
+    )
+    return memory_recent(
+        rows,
+        per_message_chars=memory_cfg["per_message_chars"],
+        recent_budget_chars=memory_cfg["recent_budget_chars"],
+    )
+
+
+def _active_tools(catalog: catalog_service.Catalog, query: str) -> list[dict[str, Any]]:
+    """At most ``active_tool_limit`` tools of the authorized catalog, ranked for the turn.
+
+    Same ordering as capability search (semantic when every source ranks semantically, else the
+    deterministic lexical order), so a turn and a search by its run agree.
+    """
+    limit = catalog.active_limit
+    ordered = catalog_service._semantic_order(catalog, query, limit) or catalog_service.lexical_order(
+        catalog.tools, query
+    )
+    return [tool.public() for tool in ordered[:limit]]
+
+
+def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any]) -> str:
+    """Prepare (or replay) the turn ``data`` of ``identity`` in workspace ``route_key``.
+
+    ``data`` is the validated turn input (the view's serializer). Returns the exact JSON text of the
+    ``bailing.agent-turn-context.v1`` body. Raises the route gate's errors, 413
+    ``page_context_too_large`` and 409 ``turn_conflict``.
+    """
+    route = workspace_resolve(identity=identity, route_key=route_key)
+    page_bytes = compact_json_utf8_bytes(data.get("page_context", {}))
+    if page_bytes > PAGE_CONTEXT_MAX_BYTES:
+        raise errors.PageContextTooLarge(max_bytes=PAGE_CONTEXT_MAX_BYTES, actual_bytes=page_bytes)
+    request_hash = canonical_sha256({"schema": TURN_SCHEMA, "route": route.route_key, **data})
+
+    existing = _turn_lookup(identity=identity, route=route, data=data)
+    if existing:
+        return _turn_replay(existing, identity=identity, data=data, request_hash=request_hash)
+
+    effective = route_effective(route)
+    with transaction.atomic():
+        conversation = _conversation_get_or_create(
+            identity=identity, route=route, key=data["client_conversation_id"]
+        )
+        run = AgentRun(
+            session_id=identity.session.pk,
+            client_id=identity.client.pk,
+            route=route,
+            conversation=conversation,
+            client_turn_id=data["client_turn_id"],
+            user_message_id=data["user_message_id"],
+            request_hash=request_hash,
+            user_input=data["user_input"],
+            knowledge_delivery=data.get("knowledge_delivery", ""),
+        )
+        try:
+            with transaction.atomic():
+                run.save(force_insert=True)
+        except IntegrityError:
+            # The winner of a concurrent first request has committed: replay it or conflict.
+            existing = _turn_lookup(identity=identity, route=route, data=data)
+            return _turn_replay(existing, identity=identity, data=data, request_hash=request_hash)
+
+        # Memory first: the current user message is appended only after it has been read.
+        recent = _memory(conversation=conversation, memory_cfg=effective["memory"])
+        providers = (
+            catalog_service.load_providers(s["provider"] for s in effective["tools"]["sources"])
+            if effective["tools"]["agent_direct"]["enabled"]
+            else {}
+        )
+        profile = workspace_profile(route, identity=identity, providers=providers)
+        catalog = catalog_service.route_catalog(
+            route=route, identity=identity, effective=effective, providers=providers
+        )
+        active_tools = _active_tools(catalog, turn_query(data))
+        context: dict[str, Any] = {
+            "instructions": profile["profile"]["instructions"],
+            "page_context": data.get("page_context", {}),
+            "renderers": data.get("renderers", []),
+            "memory": {"summary": None, "recent": recent},
+            "memory_refs": [
+                {"thread_id": str(conversation.id), "summary_upto_id": 0, "prior_messages": len(recent)}
+            ],
+            "knowledge": [],
+            "knowledge_refs": [],
+            "governance": profile["profile"]["governance"],
+        }
+        if data.get("knowledge_delivery") == "on_demand":
+            context["knowledge_delivery"] = _knowledge_delivery(route=route, effective=effective)
+        body = _body_bytes(
+            {
+                "schema_version": TURN_SCHEMA,
+                "run_id": str(run.run_id),
+                "profile_revision": profile["profile"]["revision"],
+                "capability_revision": catalog.revision,
+                "context": context,
+                "active_tools": active_tools,
+            }
+        )
+
+        now = timezone.now()
+        VisibleMessage.objects.create(
+            conversation=conversation,
+            run=run,
+            direction=VisibleMessage.Direction.IN,
+            external_message_id=run.user_message_id,
+            content=run.user_input,
+            created_at=now,
+        )
+        run.status = AgentRun.Status.CONTEXT_READY
+        run.context_body = body
+        run.profile_revision = profile["profile"]["revision"]
+        run.capability_revision = catalog.revision
+        run.context_ready_at = now
+        run.save(
+            update_fields=[
+                "status",
+                "context_body",
+                "profile_revision",
+                "capability_revision",
+                "context_ready_at",
+                "updated_at",
+            ]
+        )
+        audit_record(
+            action="agent_runtime.turn.context_ready",
+            actor_type="agent",
+            actor=str(identity.session.pk),
+            client_app_id=identity.client.app_id,
+            session_id=identity.session.pk,
+            route_key=route.route_key,
+            target_type="agent_run",
+            target_id=str(run.run_id),
+            data={
+                "run_id": str(run.run_id),
+                "thread_id": str(conversation.id),
+                "prior_messages": len(recent),
+                "active_tools": len(active_tools),
+                "authorized_tools": catalog.authorized_total,
+                "knowledge_delivery": data.get("knowledge_delivery"),
+            },
+        )
+    return body
+
+
+# --- completion -----------------------------------------------------------------------------------------
+def _completion_hash(data: dict[str, Any]) -> str:
+    return canonical_sha256(
+        {
+            "schema": COMPLETION_SCHEMA,
+            "assistant_message_id": data["assistant_message_id"],
+            "status": data["status"],
+            "content": data["content"],
+            "model": data.get("model"),
+            "runtime": data.get("runtime"),
+            "usage": data.get("usage"),
+        }
+    )
+
+
+def _completion_body(run: AgentRun, *, replay: bool) -> dict[str, Any]:
+    """Rebuilt from the immutable completion columns, so a replay equals the first answer except
+    for ``idempotent_replay``."""
+    return {
+        "schema_version": COMPLETION_SCHEMA,
+        "run_id": str(run.run_id),
+        "assistant_message_id": run.assistant_message_id,
+        "status": run.status,
+        "idempotent_replay": replay,
+        "completed_at": utc_iso(run.completed_at),
+    }
+
+
+def _completion_replay(run: AgentRun, completion_hash: str) -> dict[str, Any]:
+    if run.completion_hash != completion_hash:
+        raise errors.RunCompletionConflict()
+    return _completion_body(run, replay=True)
+
+
+def run_complete(*, identity: AgentIdentity, run_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Record the agent's final visible answer on run ``run_id`` (``bailing.agent-run-completion.v1``).
+
+    ``data`` is the validated completion input. The run must belong to the caller's session and
+    client (else 404 ``run_not_found``) and have a frozen context. The route gate is not rerun, as
+    upstream does not: completing only records what the agent already showed its user, in the
+    session's own conversation, and a disabled route must not leave a run unfinishable.
+    """
+    parsed_id = run_id_parse(run_id)
+    completion_hash = _completion_hash(data)
+    run = run_get_for_session(identity=identity, run_id=parsed_id)
+    if run is None:
+        raise errors.RunNotFound()
+    if run.completion_hash:
+        return _completion_replay(run, completion_hash)
+
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update(of=("self",)).select_related("route").get(pk=run.pk)
+        if run.completion_hash:
+            # A concurrent completion committed while this request waited for the lock.
+            return _completion_replay(run, completion_hash)
+        taken = (
+            AgentRun.objects.filter(
+                session_id=run.session_id,
+                route_id=run.route_id,
+                assistant_message_id=data["assistant_message_id"],
+            )
+            .exclude(pk=run.pk)
+            .exists()
+        )
+        if taken:
+            raise errors.AssistantMessageConflict()
+        now = timezone.now()
+        run.assistant_message_id = data["assistant_message_id"]
+        run.completion_hash = completion_hash
+        run.status = data["status"]
+        run.final_content = data["content"]
+        run.model = data.get("model")
+        run.runtime = data.get("runtime")
+        run.usage = data.get("usage")
+        run.completed_at = now
+        try:
+            with transaction.atomic():
+                run.save(
+                    update_fields=[
+                        "assistant_message_id",
+                        "completion_hash",
+                        "status",
+                        "final_content",
+                        "model",
+                        "runtime",
+                        "usage",
+                        "completed_at",
+                        "updated_at",
+                    ]
+                )
+        except IntegrityError:
+            # Another run of this session and route took the id between the check and the write.
+            raise errors.AssistantMessageConflict() from None
+        VisibleMessage.objects.create(
+            conversation_id=run.conversation_id,
+            run=run,
+            direction=VisibleMessage.Direction.OUT,
+            external_message_id=run.assistant_message_id,
+            content=run.final_content,
+            created_at=now,
+        )
+        usage = data.get("usage") or {}
+        audit_record(
+            action="agent_runtime.run.completed",
+            actor_type="agent",
+            actor=str(identity.session.pk),
+            client_app_id=identity.client.app_id,
+            session_id=identity.session.pk,
+            route_key=run.route.route_key,
+            target_type="agent_run",
+            target_id=str(run.run_id),
+            data={
+                "run_id": str(run.run_id),
+                "status": run.status,
+                "assistant_message_id": run.assistant_message_id,
+                "model": run.model,
+                "runtime": run.runtime,
+                "usage": {key: usage[key] for key in sorted(usage)},
+            },
+        )
+    return _completion_body(run, replay=False)
+
+
+def run_for_search(*, identity: AgentIdentity, route_key: str, run_id: str) -> AgentRun:
+    """The run a capability search ranks for: the caller's, in this workspace, else 404.
+
+    The search surface's own gate (route, audience, runtime, direct tools) runs first, so a run id
+    can never be probed in a workspace the session may not search.
+    """
+    catalog_service.tool_surface_resolve(identity=identity, route_key=route_key, runtime=True)
+    run = run_get_for_session(identity=identity, run_id=run_id_parse(run_id), route_key=route_key)
+    if run is None:
+        raise errors.RunNotFound()
+    return run
+
+
+def task_control_capabilities() -> dict[str, Any]:
+    """``bailing.agent-task-control-capabilities.v1`` of a hub without task control (research §H34).
+
+    Upstream's full shape with ``supported: false``: turns refuse ``task_binding`` with 400
+    ``task_control_unsupported`` instead of ignoring it.
+    """
+    return {
+        "schema_version": TASK_CONTROL_CAPABILITIES_SCHEMA,
+        "supported": False,
+        "mode": "optional",
+        "task_schema": "bailing.agent-task.v1",
+        "metering": "write_invocation",
+        "same_hub_only": True,
+        "controls": ["pause", "resume", "cancel"],
+        "inspect_invocation": False,
+    }

@@ -168,9 +168,7 @@ def _active_tools(catalog: catalog_service.Catalog, query: str) -> list[dict[str
     deterministic lexical order), so a turn and a search by its run agree.
     """
     limit = catalog.active_limit
-    ordered = catalog_service._semantic_order(catalog, query, limit) or catalog_service.lexical_order(
-        catalog.tools, query
-    )
+    ordered = catalog_service.catalog_rank(catalog=catalog, query=query, limit=limit)
     return [tool.public() for tool in ordered[:limit]]
 
 

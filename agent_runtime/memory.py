@@ -26,11 +26,12 @@ Rolling summaries are not implemented: ``summary`` is always ``null``, also with
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from agent_runtime.execution_summary import omission_notice, summary_chars, summary_parse, summary_project
 from bailing.api.limits import utf16_length
+from bailing.api.timefmt import utc_iso
 
 
 def cut_utf16(text: str, max_units: int) -> tuple[str, bool]:
@@ -45,11 +46,6 @@ def cut_utf16(text: str, max_units: int) -> tuple[str, bool]:
         if units > max_units:
             return text[:index], True
     return text, False
-
-
-def utc_iso(value: datetime) -> str:
-    """ISO-8601 UTC with milliseconds and ``Z`` (JavaScript ``toISOString``), research §H33."""
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def memory_recent(

@@ -9,8 +9,6 @@ shape; ``Cache-Control: no-store`` (and ``Pragma: no-cache`` on /token) come fro
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from django.conf import settings
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -31,18 +29,12 @@ from bailing.api.serializers import (
     StrictSerializer,
     validate_strict,
 )
+from bailing.api.timefmt import utc_iso
 
 PKCE_CHALLENGE = r"[A-Za-z0-9_-]{43}"
 # Upstream Core 0.7 caps the display name at 120 UTF-16 units and rejects these separators too.
 SUBJECT_DISPLAY_MAX = 120
 _LINE_SEPARATORS = ("\u2028", "\u2029")
-
-
-def utc_iso(value: datetime | None) -> str | None:
-    """ISO-8601 UTC with milliseconds and ``Z``, as JavaScript's ``toISOString`` writes it."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class RouteListField(StrictListField):

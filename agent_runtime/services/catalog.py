@@ -53,6 +53,7 @@ from typing import Any
 from agent_runtime import errors
 from agent_runtime.config import route_effective
 from agent_runtime.models import ProviderTool, Route, ToolProvider
+from agent_runtime.tools.projection import PROJECTION_KEYS
 from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256, sha256_hex
 
@@ -66,19 +67,6 @@ SEARCH_LIMIT_MAX = 12
 SEARCH_QUERY_MAX_CHARS = 2000
 SEARCH_BODY_MAX_BYTES = 8 * 1024
 
-# Key order of the public ``tool`` object (agent_runtime.tools.projection); jsonb does not keep it.
-PROJECTION_KEYS = (
-    "name",
-    "description",
-    "description_truncated",
-    "input_schema",
-    "scope",
-    "risk",
-    "approval_required",
-    "readonly",
-    "idempotent",
-    "usage_guidance_available",
-)
 GUIDANCE_KEYS = ("text", "truncated", "source_chars", "max_chars", "source_bytes", "max_bytes")
 
 

@@ -37,9 +37,24 @@ TOOL_EXECUTION_SCHEMA = "bailing-hub.tool-execution.v1"
 TOOL_GUIDANCE_SCHEMA = "bailing-hub.tool-guidance.v1"
 TOOL_PROJECTION_SCHEMA = "bailing-hub.tool-projection.v1"
 
+# Key order of the public ``tool`` object; stored projections come back from jsonb without it.
+PROJECTION_KEYS = (
+    "name",
+    "description",
+    "description_truncated",
+    "input_schema",
+    "scope",
+    "risk",
+    "approval_required",
+    "readonly",
+    "idempotent",
+    "usage_guidance_available",
+)
+
 
 def public_projection(tool: CompiledTool) -> dict[str, Any]:
-    """The allowlisted ``tool`` object agents receive (a fresh copy; safe to mutate)."""
+    """The allowlisted ``tool`` object agents receive (a fresh copy; safe to mutate), in
+    :data:`PROJECTION_KEYS` order."""
     return {
         "name": tool.name,
         "description": tool.description,

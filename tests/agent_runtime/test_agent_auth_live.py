@@ -1,7 +1,7 @@
 """Agent Auth v1 end to end over real HTTP: the reference agent client against a live hub.
 
 The test plays the business backend (Client Token calls) and the user's browser (following the
-redirect URI the backend got back); the agent side is ``tests.support.agent_client``.
+redirect URI the backend got back); the agent side is ``bailing.agent_client``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from agent_runtime.models import AgentSession
 from tests.factories import ClientFactory
-from tests.support.agent_client import (
+from bailing.agent_client import (
     AgentAuthError,
     AuthorizationDenied,
     ReferenceAgentClient,

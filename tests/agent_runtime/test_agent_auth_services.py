@@ -39,7 +39,7 @@ from approvals.models import AuditEvent
 from approvals.services.audit import audit_chain_verify
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
 from tests.factories import ClientFactory, UserFactory
-from tests.support.agent_client import pkce_pair
+from bailing.agent_client import pkce_pair
 
 pytestmark = pytest.mark.django_db
 

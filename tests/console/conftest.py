@@ -20,7 +20,7 @@ from agent_runtime.models import AgentAuthorization
 from agent_runtime.services.agent_auth import authorization_create
 from bailing.roles import roles_sync
 from tests.factories import ClientFactory, RouteFactory, UserFactory
-from tests.support.agent_client import pkce_pair
+from bailing.agent_client import pkce_pair
 
 PASSWORD = "correct-horse-battery"
 CHROMIUM = "/usr/bin/chromium"

@@ -18,7 +18,7 @@ from django.urls import reverse
 from approvals.services.audit import audit_record
 from tests.console.conftest import PASSWORD
 from tests.factories import ClientFactory, RouteFactory
-from tests.support.agent_client import AgentAuthError, ReferenceAgentClient
+from bailing.agent_client import AgentAuthError, ReferenceAgentClient
 
 LOOPBACK = re.compile(r"^http://127\.0\.0\.1:\d+/callback\?")
 

@@ -1,5 +1,12 @@
 """A reference Agent Auth v1 client, written from the upstream SDK's wire behaviour.
 
+Also a small command line for trying the hub by hand::
+
+    python -m bailing.agent_client login --hub http://127.0.0.1:8000 --client demo-agent --workspace demo
+
+opens the consent page, waits for the loopback redirect, exchanges the code and prints the
+workspace profile; ``--save FILE`` (opt-in) writes the tokens to a 0600 file.
+
 It does what a local agent host does (research §B.1): pick a random ``state`` and a PKCE verifier,
 listen on a random loopback port, create the authorization, wait for the browser to land on the
 listener, check ``state``, exchange the code, then call ``/session``, rotate and revoke tokens. It
@@ -291,3 +298,61 @@ class ReferenceAgentClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _print_json(label: str, value: Any) -> None:
+    import json
+
+    print(f"--- {label}")
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``login``: sign in through the browser, then show the workspaces and the bootstrap profile."""
+    import argparse
+    import json
+    import os
+    import webbrowser
+
+    parser = argparse.ArgumentParser(prog="python -m bailing.agent_client", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    login = sub.add_parser("login", help="sign an agent in through the browser")
+    login.add_argument("--hub", required=True, help="hub base URL, e.g. http://127.0.0.1:8000")
+    login.add_argument("--client", required=True, help="client app_id, e.g. demo-agent")
+    login.add_argument("--workspace", required=True, help="workspace (route key), e.g. demo")
+    login.add_argument("--device", default="reference agent client", help="device label shown on consent")
+    login.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the browser")
+    login.add_argument("--no-browser", action="store_true", help="print the URL instead of opening it")
+    login.add_argument("--save", metavar="FILE", help="write the tokens to FILE (mode 0600)")
+    args = parser.parse_args(argv)
+
+    agent = ReferenceAgentClient(args.hub, args.client, [args.workspace], device_label=args.device)
+    try:
+        url = agent.start_login()
+        print(f"Open this page to approve the sign-in:\n  {url}")
+        if not args.no_browser:
+            webbrowser.open(url)
+        agent.wait_for_redirect(timeout=args.timeout)
+        tokens = agent.exchange()
+        print(f"Signed in: session {tokens['session_id']}")
+        access = tokens["access_token"]
+        headers = {"Authorization": f"Bearer {access}"}
+        workspaces = agent.http.get("/agent-api/v1/workspaces", headers=headers).json()
+        _print_json("GET /agent-api/v1/workspaces", workspaces)
+        profile = agent.http.get(f"/agent-api/v1/workspaces/{args.workspace}/bootstrap", headers=headers)
+        _print_json(f"GET /agent-api/v1/workspaces/{args.workspace}/bootstrap", profile.json())
+        if args.save:
+            fd = os.open(args.save, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                json.dump({"hub": args.hub, "client_app_id": args.client, **tokens}, handle)
+            print(f"Tokens written to {args.save} (mode 0600).")
+    except (AgentAuthError, AuthorizationDenied, TimeoutError) as exc:
+        print(f"sign-in failed: {exc}")
+        return 1
+    finally:
+        agent.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -135,12 +135,15 @@ def _python_load(
     stop_at = time.monotonic() + seconds
     errors = [0]
 
-    def worker() -> None:
+    def worker(index: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         local: list[float] = []
+        sent = 0
         while time.monotonic() < stop_at:
+            sent += 1
+            payload = body.replace(UNIQUE, f"{index}-{sent}-{stop_at}".encode()) if body else body
             started = time.perf_counter()
-            conn.request(method, path, body=body, headers=headers)
+            conn.request(method, path, body=payload, headers=headers)
             response = conn.getresponse()
             response.read()
             if response.status != 200:
@@ -149,7 +152,7 @@ def _python_load(
         with lock:
             latencies.extend(local)
 
-    threads = [threading.Thread(target=worker) for _ in range(connections)]
+    threads = [threading.Thread(target=worker, args=(index,)) for index in range(connections)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -163,6 +166,24 @@ def _python_load(
         "errors": errors[0],
         "tool": "python",
     }
+
+
+# A body containing this marker gets a unique value substituted on every request (turn creation).
+UNIQUE = b"%UNIQUE%"
+_UNIQUE_LUA = """
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local counter = 0
+function request()
+  counter = counter + 1
+  local id = tostring(tid) .. "-" .. tostring(counter) .. "-NONCE"
+  local payload = string.gsub(wrk.body, "%%UNIQUE%%", id)
+  return wrk.format(nil, nil, nil, payload)
+end
+"""
 
 
 def _lua_string(text: str) -> str:
@@ -187,6 +208,9 @@ def _wrk_load(
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
             handle.write(f"wrk.method = {_lua_string(method)}\n")
             handle.write(f"wrk.body = {_lua_string((body or b'').decode('ascii'))}\n")
+            if body and UNIQUE in body:
+                # Every request gets fresh identifiers: thread number, counter and a run nonce.
+                handle.write(_UNIQUE_LUA.replace("NONCE", str(time.time_ns())))
             script = handle.name
         cmd += ["-s", script]
     cmd.append(f"http://127.0.0.1:{port}{path}")
@@ -286,10 +310,14 @@ class Command(BaseCommand):
         }
         extra["HTTP_HOST"] = "127.0.0.1"
 
+        sent = [0]
+
         def send():
             if method == "GET":
                 return django_client.get(path, **extra)
-            return django_client.generic(method, path, body or b"", content_type="application/json", **extra)
+            sent[0] += 1
+            payload = (body or b"").replace(UNIQUE, f"count-{sent[0]}-{time.time_ns()}".encode())
+            return django_client.generic(method, path, payload, content_type="application/json", **extra)
 
         send()  # warm: first request may touch last_seen_at
         with CaptureQueriesContext(connection) as ctx:
@@ -307,6 +335,16 @@ class Command(BaseCommand):
         detail_path = (
             f"/agent-api/v1/tools/refund_get?route={BENCH_KEY}&capability_revision={catalog.revision}"
         )
+        turns_path = f"/agent-api/v1/workspaces/{BENCH_KEY}/turns"
+        turn_new = json.dumps(
+            {
+                "client_conversation_id": "bench-%UNIQUE%",
+                "client_turn_id": "turn-1",
+                "user_message_id": "message-%UNIQUE%",
+                "user_input": "Where is order 1042, and can the customer get a refund?",
+            }
+        ).encode("ascii")
+        turn_replay = turn_new.replace(UNIQUE, b"replay")
         # (label, method, path, headers, body)
         targets: list[tuple[str, str, str, dict[str, str], bytes | None]] = [
             ("bare DRF endpoint", "GET", "/agent-api/v1/_bench/bare", {}, None),
@@ -326,6 +364,8 @@ class Command(BaseCommand):
                 search_body,
             ),
             ("GET /tools/:name (detail)", "GET", detail_path, auth, None),
+            ("POST turns (new turn each request)", "POST", turns_path, json_auth, turn_new),
+            ("POST turns (idempotent replay)", "POST", turns_path, json_auth, turn_replay),
         ]
         port = _free_port()
         env = {**os.environ, "BAILING_BIND": f"127.0.0.1:{port}", "BAILING_BENCH_ENDPOINTS": "true"}

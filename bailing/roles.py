@@ -1,8 +1,8 @@
 """Console roles as Django groups of model permissions.
 
 * administrator — everything the console offers (configuration, clients, sessions, audit, approvals).
-* approver — reads workspaces/clients/sessions and decides approvals (arrives with approvals).
-* auditor — read-only: clients, sessions, workspaces, audit history.
+* approver — reads workspaces/clients/sessions/conversations and decides approvals (arrives with approvals).
+* auditor — read-only: clients, sessions, conversations, workspaces, audit history.
 
 Every role may approve an agent sign-in *for themselves* on the consent page: the agent then acts on
 behalf of that user, so no one can grant more than they are.
@@ -22,6 +22,8 @@ _READ = [
     "agent_runtime.view_agentsession",
     "agent_runtime.view_toolprovider",
     "agent_runtime.view_providertool",
+    "agent_runtime.view_agentconversation",
+    "agent_runtime.view_agentrun",
     "agent_runtime.consent_agentauthorization",
 ]
 

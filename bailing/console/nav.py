@@ -8,6 +8,7 @@ NAV = [
     ("Tool providers", "console:provider_list", "agent_runtime.view_toolprovider"),
     ("Clients", "console:client_list", "agent_runtime.view_client"),
     ("Agent sessions", "console:session_list", "agent_runtime.view_agentsession"),
+    ("Conversations", "console:conversation_list", "agent_runtime.view_agentrun"),
     ("Audit history", "console:audit_list", "approvals.view_auditevent"),
 ]
 

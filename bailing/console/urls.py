@@ -3,7 +3,16 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from bailing.console.views import audit, clients, consent, dashboard, providers, sessions, workspaces
+from bailing.console.views import (
+    audit,
+    clients,
+    consent,
+    conversations,
+    dashboard,
+    providers,
+    sessions,
+    workspaces,
+)
 
 app_name = "console"
 
@@ -41,6 +50,12 @@ urlpatterns = [
     path("sessions/", sessions.SessionListView.as_view(), name="session_list"),
     path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view(), name="session_detail"),
     path("sessions/<uuid:session_id>/revoke/", sessions.SessionRevokeView.as_view(), name="session_revoke"),
+    path("conversations/", conversations.ConversationListView.as_view(), name="conversation_list"),
+    path(
+        "conversations/<uuid:conversation_id>/",
+        conversations.ConversationDetailView.as_view(),
+        name="conversation_detail",
+    ),
     path("audit/", audit.AuditListView.as_view(), name="audit_list"),
     path("audit/verify/", audit.AuditVerifyView.as_view(), name="audit_verify"),
     path("audit/<int:pk>/", audit.AuditDetailView.as_view(), name="audit_detail"),

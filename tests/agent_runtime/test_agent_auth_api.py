@@ -12,8 +12,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession
-from tests.factories import ClientFactory
 from bailing.agent_client import pkce_pair
+from tests.factories import ClientFactory
 
 pytestmark = pytest.mark.django_db
 

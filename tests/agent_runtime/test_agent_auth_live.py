@@ -12,13 +12,13 @@ import httpx
 import pytest
 
 from agent_runtime.models import AgentSession
-from tests.factories import ClientFactory
 from bailing.agent_client import (
     AgentAuthError,
     AuthorizationDenied,
     ReferenceAgentClient,
     browser_visit,
 )
+from tests.factories import ClientFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

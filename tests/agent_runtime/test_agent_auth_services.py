@@ -37,9 +37,9 @@ from agent_runtime.services.clients import Actor
 from agent_runtime.tokens import secret_hash
 from approvals.models import AuditEvent
 from approvals.services.audit import audit_chain_verify
+from bailing.agent_client import pkce_pair
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
 from tests.factories import ClientFactory, UserFactory
-from bailing.agent_client import pkce_pair
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,9 @@ from playwright.sync_api import sync_playwright
 
 from agent_runtime.models import AgentAuthorization
 from agent_runtime.services.agent_auth import authorization_create
+from bailing.agent_client import pkce_pair
 from bailing.roles import roles_sync
 from tests.factories import ClientFactory, RouteFactory, UserFactory
-from bailing.agent_client import pkce_pair
 
 PASSWORD = "correct-horse-battery"
 CHROMIUM = "/usr/bin/chromium"

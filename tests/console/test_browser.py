@@ -16,9 +16,9 @@ from django.db import transaction
 from django.urls import reverse
 
 from approvals.services.audit import audit_record
+from bailing.agent_client import AgentAuthError, ReferenceAgentClient
 from tests.console.conftest import PASSWORD
 from tests.factories import ClientFactory, RouteFactory
-from bailing.agent_client import AgentAuthError, ReferenceAgentClient
 
 LOOPBACK = re.compile(r"^http://127\.0\.0\.1:\d+/callback\?")
 

@@ -179,6 +179,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["bailing.api.parsers.BudgetedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["bailing.api.renderers.CompactJSONRenderer"],
     "EXCEPTION_HANDLER": "bailing.api.exception_handler.api_exception_handler",
+    # No OPTIONS metadata: it would answer 200 with view names and docstrings; OPTIONS is a 405.
+    "DEFAULT_METADATA_CLASS": None,
     "UNAUTHENTICATED_USER": None,
 }
 # Benchmark-only baseline endpoint (bailing_bench sets this for the server it starts).
@@ -190,7 +192,13 @@ BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_0
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    # Tracebacks keep their frames but not exception messages, which can quote SQL or request data.
+    "formatters": {
+        "plain": {
+            "()": "bailing.log.RedactingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {

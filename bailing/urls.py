@@ -17,5 +17,6 @@ if settings.BAILING_BENCH_ENDPOINTS:
 
     urlpatterns.append(path("agent-api/v1/_bench/bare", BareApi.as_view()))
 
-# Last: anything else under the agent prefixes answers the JSON 404 envelope.
-urlpatterns.append(re_path(r"^(?:agent-api|agent-auth)/.*$", ApiNotFound.as_view()))
+# Last: anything else under the agent prefixes (the bare prefixes included, which would otherwise be
+# redirected to their slashed form by APPEND_SLASH) answers the JSON 404 envelope.
+urlpatterns.append(re_path(r"^(?:agent-api|agent-auth)(?:/.*)?$", ApiNotFound.as_view()))

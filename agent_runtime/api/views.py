@@ -9,7 +9,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runtime.services import catalog
-from agent_runtime.services.runs import run_for_search
 from agent_runtime.services.workspaces import workspace_profile, workspace_resolve, workspaces_for_identity
 from agent_runtime.tools.compiler import TOOL_NAME_RE
 from bailing.api.authentication import AgentBearerAuthentication
@@ -65,9 +64,10 @@ class CapabilitySearchApi(AgentApiView):
     """``POST /workspaces/:route/capabilities/search`` (``bailing.agent-capability-search.v1``).
 
     Needs a non-empty ``query`` or a ``run_id`` of this session and workspace (spec "Turn"); with a
-    run and no usable query, the search ranks for that run's user input, as upstream does. A
-    ``run_id`` that is not a UUID is 400 ``invalid_request``; a run of another session or workspace
-    is 404 ``run_not_found``.
+    run and no usable query, the search ranks for that run's user input, as upstream does. A query
+    of whitespace only is no query (upstream trims before this check; a run's blank query is treated
+    the same way), so without a run it is 400 ``invalid_request``. A ``run_id`` that is not a UUID
+    is 400 ``invalid_request``; a run of another session or workspace is 404 ``run_not_found``.
     """
 
     body_max_bytes = catalog.SEARCH_BODY_MAX_BYTES
@@ -83,15 +83,15 @@ class CapabilitySearchApi(AgentApiView):
     def post(self, request, route: str):
         data = validate_strict(self.InputSerializer, request.data)
         query = data.get("query", "")
-        if "run_id" in data:
-            run = run_for_search(identity=self.identity, route_key=route, run_id=data["run_id"])
-            if not query.strip():
-                query = run.user_input
-        elif not query:
+        if "run_id" not in data and not query.strip():
             raise InvalidRequest(field="query")
         return Response(
             catalog.capability_search(
-                identity=self.identity, route_key=route, query=query, limit=data.get("limit")
+                identity=self.identity,
+                route_key=route,
+                query=query,
+                limit=data.get("limit"),
+                run_id=data.get("run_id"),
             )
         )
 

@@ -53,6 +53,7 @@ from typing import Any
 from agent_runtime import errors
 from agent_runtime.config import route_effective
 from agent_runtime.models import ProviderTool, Route, ToolProvider
+from agent_runtime.run_selectors import run_get_for_session, run_id_parse
 from agent_runtime.tools.projection import PROJECTION_KEYS
 from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256, sha256_hex
@@ -495,7 +496,12 @@ def tool_catalog_get(*, identity: AgentIdentity, route_key: str) -> dict[str, An
 
 
 def capability_search(
-    *, identity: AgentIdentity, route_key: str, query: str, limit: int | None = None
+    *,
+    identity: AgentIdentity,
+    route_key: str,
+    query: str,
+    limit: int | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """``bailing.agent-capability-search.v1``: up to ``limit`` ranked tools of the authorized set.
 
@@ -503,8 +509,18 @@ def capability_search(
     (1–12) is honoured whatever that setting is. Every authorized tool is a candidate, so
     ``truncated``/``has_more`` mean only that the limit left authorized candidates out; match totals
     stay unknown (spec "discovery").
+
+    With ``run_id`` the run must be the caller's, in this workspace (else 404 ``run_not_found``);
+    a blank ``query`` then ranks for the run's user input. The surface gate runs first, so a run id
+    can never be probed in a workspace the session may not search, and only once per request.
     """
     route, catalog = tool_surface_resolve(identity=identity, route_key=route_key, runtime=True)
+    if run_id is not None:
+        run = run_get_for_session(identity=identity, run_id=run_id_parse(run_id), route_key=route.route_key)
+        if run is None:
+            raise errors.RunNotFound()
+        if not query.strip():
+            query = run.user_input
     effective_limit = limit if limit is not None else catalog.active_limit
     selected = catalog_rank(catalog=catalog, query=query, limit=effective_limit)[:effective_limit]
     truncated = catalog.authorized_total > len(selected)

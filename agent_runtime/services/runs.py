@@ -419,19 +419,6 @@ def run_complete(*, identity: AgentIdentity, run_id: str, data: dict[str, Any]) 
     return _completion_body(run, replay=False)
 
 
-def run_for_search(*, identity: AgentIdentity, route_key: str, run_id: str) -> AgentRun:
-    """The run a capability search ranks for: the caller's, in this workspace, else 404.
-
-    The search surface's own gate (route, audience, runtime, direct tools) runs first, so a run id
-    can never be probed in a workspace the session may not search.
-    """
-    catalog_service.tool_surface_resolve(identity=identity, route_key=route_key, runtime=True)
-    run = run_get_for_session(identity=identity, run_id=run_id_parse(run_id), route_key=route_key)
-    if run is None:
-        raise errors.RunNotFound()
-    return run
-
-
 def task_control_capabilities() -> dict[str, Any]:
     """``bailing.agent-task-control-capabilities.v1`` of a hub without task control (research §H34).
 

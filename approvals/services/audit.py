@@ -8,6 +8,7 @@ locks, so the lock order is always rows → audit chain.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +59,14 @@ def audit_record(
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_AUDIT_LOCK_KEY])
+        # The same round trip takes the chain lock and gives ``data`` back as jsonb will store it:
+        # the content hash must be computed over what verification reads back, and jsonb rewrites
+        # some numbers (1e20 comes back as the integer 100000000000000000000).
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s), %s::jsonb::text",
+            [_AUDIT_LOCK_KEY, json.dumps(data or {}, ensure_ascii=False, allow_nan=False)],
+        )
+        stored_data = json.loads(cursor.fetchone()[1])
     last = AuditEvent.objects.order_by("-id").values_list("chain_hash", flat=True).first()
     prev_hash = last or GENESIS_HASH
     event = AuditEvent(
@@ -71,10 +79,9 @@ def audit_record(
         route_key=route_key,
         target_type=target_type,
         target_id=target_id,
-        data=data or {},
+        data=stored_data,
         prev_hash=prev_hash,
     )
-    # Round-trip through JSON semantics: data is hashed as it will be read back from jsonb.
     event.content_hash = canonical_sha256(_content(event))
     event.chain_hash = _chain(prev_hash, event.content_hash)
     event.save(force_insert=True)

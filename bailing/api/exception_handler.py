@@ -2,13 +2,16 @@
 
 DRF's own exceptions are mapped onto stable codes; anything unexpected becomes a bare 500
 ``internal_error`` whose log line names the exception type only (no body, credential or SQL).
+:func:`api_error_response` renders the same envelope for the few errors decided before DRF runs
+(a chunked body over budget) or after it (Django's own HTML error pages under the agent prefixes).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -16,6 +19,19 @@ from bailing.api import errors
 from bailing.api.serializers import first_error_path
 
 logger = logging.getLogger("bailing.api")
+
+# Django answers a few requests itself, before or around the view (a disallowed Host header is a
+# 400, an unknown path a 404...). Under the agent prefixes those become the envelope of the same
+# status; a status without its own code keeps the status and says ``invalid_request`` (4xx) or
+# ``internal_error`` (5xx).
+_STATUS_ERRORS: dict[int, type[errors.ApiError]] = {
+    400: errors.InvalidRequest,
+    401: errors.Unauthorized,
+    403: errors.Forbidden,
+    404: errors.NotFound,
+    405: errors.MethodNotAllowed,
+    415: errors.UnsupportedMediaType,
+}
 
 
 def _from_drf(exc: Exception) -> errors.ApiError | None:
@@ -48,3 +64,23 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
     for name, value in api_exc.headers.items():
         response[name] = value
     return response
+
+
+def api_error_response(exc: errors.ApiError, *, status: int | None = None) -> HttpResponse:
+    """``exc`` in the flat envelope as a plain Django response (outside DRF's request cycle).
+
+    Serialised here rather than by the API renderer, so that even a failing renderer (the cause of
+    a 500 this replaces) cannot break the error response.
+    """
+    body = json.dumps(exc.payload(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    response = HttpResponse(body, status=status or exc.http_status, content_type="application/json")
+    for name, value in exc.headers.items():
+        response[name] = value
+    return response
+
+
+def api_error_for_status(status: int) -> errors.ApiError:
+    """The envelope for a non-JSON error response Django produced with ``status``."""
+    if status >= 500:
+        return errors.InternalError()
+    return _STATUS_ERRORS.get(status, errors.InvalidRequest)()

@@ -1,20 +1,22 @@
 """Byte and character budgets, measured exactly as the protocol says.
 
 * "UTF-8 bytes of ``JSON.stringify(x)``" (research §H3): compact separators, non-ASCII kept as UTF-8,
-  which matches JavaScript for every value the hub accepts (lone surrogates are rejected earlier).
+  with numbers rendered by ECMAScript's rules (``1.0`` is ``1``), see :mod:`bailing.api.jsjson`;
+  lone surrogates are rejected before any measurement.
 * "characters" of client text (research §H4): UTF-16 code units, as JavaScript's ``.length`` counts.
 * Unicode code points are used only where the spec says so (tool descriptions and guidance).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from bailing.api.jsjson import js_stringify
 
 
 def compact_json_utf8_bytes(value: Any) -> int:
-    """Size in UTF-8 bytes of the compact JSON serialisation of ``value``."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8"))
+    """Size in UTF-8 bytes of ``JSON.stringify(value)`` (numbers rendered as JavaScript does)."""
+    return len(js_stringify(value).encode("utf-8"))
 
 
 def utf16_length(text: str) -> int:

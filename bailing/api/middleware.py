@@ -1,23 +1,38 @@
-"""Headers every agent/business response carries, and JSON for unknown routes there.
+"""Headers every agent/business response carries, JSON errors there, and chunked request bodies.
 
 ``Cache-Control: no-store`` goes on every ``/agent-api/`` and ``/agent-auth/`` response, errors
-included; the token endpoint adds ``Pragma: no-cache``. Django's own 404/500 pages are HTML, so
-those two prefixes get the flat JSON envelope instead.
+included; the token endpoint adds ``Pragma: no-cache``. Django's own error pages (404, 500, the 400
+of a disallowed Host header...) are HTML, so under those prefixes they become the flat JSON envelope.
+
+A body sent with ``Transfer-Encoding: chunked`` has no ``Content-Length``; Django and DRF would read
+it as empty, so a request the agent meant would be judged as ``{}`` and an oversized one would never
+be measured. This middleware reads such a body itself, under the view's byte budget, before the view
+runs: past the budget it stops reading and answers 413 with ``observed_bytes``; otherwise it hands
+the view the body with its now-known length. It relies on the server ending the de-chunked stream
+(``wsgi.input_terminated``, as gunicorn does); a server that cannot is answered 400.
 """
 
 from __future__ import annotations
 
-import json
+import io
 
-from django.http import HttpResponse
+from django.core.handlers.wsgi import LimitedStream
+
+from bailing.api.errors import InvalidRequest, RequestBodyTooLarge
+from bailing.api.exception_handler import api_error_for_status, api_error_response
+from bailing.api.parsers import body_budget, read_budgeted
 
 AGENT_PREFIXES = ("/agent-api/", "/agent-auth/", "/kb/")
 TOKEN_PATH = "/agent-auth/v1/token"
 
 
-def json_error(code: str, message: str, status: int) -> HttpResponse:
-    body = json.dumps({"error": code, "message": message}, separators=(",", ":"))
-    return HttpResponse(body, status=status, content_type="application/json")
+def on_agent_surface(path: str) -> bool:
+    return path.startswith(AGENT_PREFIXES) or path.rstrip("/") + "/" in AGENT_PREFIXES
+
+
+def _chunked_body(request) -> bool:
+    meta = request.META
+    return not meta.get("CONTENT_LENGTH") and "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
 
 
 class AgentSurfaceMiddleware:
@@ -27,14 +42,33 @@ class AgentSurfaceMiddleware:
     def __call__(self, request):
         response = self.get_response(request)
         path = request.path
-        if path.startswith(AGENT_PREFIXES):
+        if on_agent_surface(path):
             content_type = response.get("Content-Type", "")
-            if not content_type.startswith("application/json"):
-                if response.status_code == 404:
-                    response = json_error("not_found", "Not found.", 404)
-                elif response.status_code >= 500:
-                    response = json_error("internal_error", "Internal error.", 500)
+            if response.status_code >= 400 and not content_type.startswith("application/json"):
+                allow = response.get("Allow")
+                status = 500 if response.status_code >= 500 else response.status_code
+                response = api_error_response(api_error_for_status(status), status=status)
+                if allow:
+                    response["Allow"] = allow
+            if response.has_header("Allow"):
+                # DRF lists OPTIONS on every view, but these surfaces answer it 405 (no metadata).
+                methods = [m.strip() for m in response["Allow"].split(",")]
+                response["Allow"] = ", ".join(m for m in methods if m and m != "OPTIONS")
             response["Cache-Control"] = "no-store"
             if path.rstrip("/") == TOKEN_PATH:
                 response["Pragma"] = "no-cache"
         return response
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if not on_agent_surface(request.path) or not _chunked_body(request):
+            return None
+        if not request.META.get("wsgi.input_terminated"):
+            return api_error_response(InvalidRequest("The request body needs a Content-Length."))
+        budget = body_budget(getattr(view_func, "view_class", None))
+        try:
+            raw = read_budgeted(request.META["wsgi.input"], budget)
+        except RequestBodyTooLarge as exc:
+            return api_error_response(exc)
+        request._stream = LimitedStream(io.BytesIO(raw), len(raw))
+        request.META["CONTENT_LENGTH"] = str(len(raw))
+        return None

@@ -4,12 +4,17 @@ The body is read from the stream in chunks and reading stops as soon as the budg
 oversized request costs at most one chunk beyond the limit; the 413 reports the bytes observed when
 reading stopped (``observed_bytes``), which may be less than the full request. Parsing happens only
 after the budget check, and rejects what ``json.loads`` would otherwise let through silently:
-duplicate keys, ``NaN``/``Infinity`` and lone UTF-16 surrogates.
+duplicate keys, ``NaN``/``Infinity``, numbers too large for a double (``1e999`` would become
+``inf``, which no response, hash or JSON column can hold), lone UTF-16 surrogates, and nesting
+deeper than :data:`MAX_JSON_DEPTH` (whether deeper input parses would otherwise depend on how much
+of Python's recursion limit the request had already used, and every later step that walks the
+value recursively — serializers, canonical hashing, ``jsonb`` encoding — would hit it again).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +24,9 @@ from bailing.api.errors import InvalidRequest, RequestBodyTooLarge
 from bailing.api.text import has_lone_surrogate
 
 _CHUNK = 64 * 1024
+# Far beyond any real payload (business tool arguments are a few levels deep), far below the
+# interpreter's recursion limit.
+MAX_JSON_DEPTH = 128
 
 
 def read_budgeted(stream, max_bytes: int) -> bytes:
@@ -40,7 +48,10 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise InvalidRequest("The JSON body repeats an object key.", field=key)
+            # The key is echoed as ``field`` only when it can be: a lone surrogate cannot be encoded.
+            raise InvalidRequest(
+                "The JSON body repeats an object key.", field="$" if has_lone_surrogate(key) else key
+            )
         result[key] = value
     return result
 
@@ -49,19 +60,34 @@ def _reject_constant(name: str) -> Any:
     raise InvalidRequest("NaN and Infinity are not JSON.")
 
 
-def _check_strings(value: Any, path: str = "") -> None:
-    if isinstance(value, str):
-        if has_lone_surrogate(value):
-            raise InvalidRequest("A string contains an unpaired UTF-16 surrogate.", field=path or "$")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            child = f"{path}.{key}" if path else key
-            if has_lone_surrogate(key):
-                raise InvalidRequest("A key contains an unpaired UTF-16 surrogate.", field=path or "$")
-            _check_strings(item, child)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_strings(item, f"{path}[{index}]")
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidRequest("A number is too large.")
+    return value
+
+
+def _check_value(value: Any) -> None:
+    """Reject lone surrogates (in keys and strings) and excessive nesting, without recursion."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            if has_lone_surrogate(item):
+                raise InvalidRequest("A string contains an unpaired UTF-16 surrogate.", field=path or "$")
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidRequest("The JSON body is nested too deeply.", field=path or "$")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if has_lone_surrogate(key):
+                    raise InvalidRequest("A key contains an unpaired UTF-16 surrogate.", field=path or "$")
+                stack.append((child, f"{path}.{key}" if path else key, depth + 1))
+        else:
+            for index, child in enumerate(item):
+                stack.append((child, f"{path}[{index}]", depth + 1))
 
 
 def parse_json_bytes(raw: bytes) -> Any:
@@ -70,12 +96,17 @@ def parse_json_bytes(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise InvalidRequest("The request body is not valid UTF-8.") from None
     try:
-        value = json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+        value = json.loads(
+            text,
+            object_pairs_hook=_reject_duplicates,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+        )
     except InvalidRequest:
         raise
     except (ValueError, RecursionError):
         raise InvalidRequest("The request body is not valid JSON.") from None
-    _check_strings(value)
+    _check_value(value)
     return value
 
 
@@ -86,8 +117,13 @@ class BudgetedJSONParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         view = (parser_context or {}).get("view")
-        max_bytes = getattr(view, "body_max_bytes", None) or settings.BAILING_JSON_BODY_MAX_BYTES
-        raw = read_budgeted(stream, max_bytes)
+        raw = read_budgeted(stream, body_budget(view))
         if not raw.strip():
             return {}
         return parse_json_bytes(raw)
+
+
+def body_budget(view: Any) -> int:
+    """The raw byte budget of a view (class or instance): its ``body_max_bytes``, else
+    ``BAILING_JSON_BODY_MAX_BYTES``."""
+    return getattr(view, "body_max_bytes", None) or settings.BAILING_JSON_BODY_MAX_BYTES

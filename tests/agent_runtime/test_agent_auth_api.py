@@ -425,6 +425,101 @@ def test_approve_validation_is_invalid_request(api_client, business, rule, overr
     assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
 
 
+# Client text is rejected, never cleaned: control characters anywhere in a single-line field, and lone
+# UTF-16 surrogates anywhere in the body (they can only arrive as \\u escapes, so the body is raw JSON).
+CONTROL_CHARACTERS = ["\x00", "\x07", "\x1b", "\t", "\n", "\r", "\x7f", "\x85", "\x9f"]
+
+
+@pytest.mark.parametrize("char", CONTROL_CHARACTERS, ids=[f"U+{ord(c):04X}" for c in CONTROL_CHARACTERS])
+@pytest.mark.parametrize("field", ["state", "device_label"])
+def test_create_rejects_control_characters(api_client, business, field, char):
+    body, _ = create_body(**{field: f"laptop-{char}-12345"})
+    response = post(api_client, "/authorizations", body)
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == field
+    assert not AgentAuthorization.objects.exists()
+
+
+@pytest.mark.parametrize("char", CONTROL_CHARACTERS, ids=[f"U+{ord(c):04X}" for c in CONTROL_CHARACTERS])
+@pytest.mark.parametrize(
+    ("path", "make"),
+    [
+        ("principal.id", lambda c: {"principal": {"id": f"al{c}ice"}}),
+        ("principal.tenant", lambda c: {"principal": {"id": "alice", "tenant": f"t{c}"}}),
+        ("principal.roles[1]", lambda c: {"principal": {"id": "alice", "roles": ["ok", f"r{c}"]}}),
+        ("principal.audience", lambda c: {"principal": {"id": "alice", "audience": f"a{c}"}}),
+        ("principal.channel", lambda c: {"principal": {"id": "alice", "channel": f"c{c}"}}),
+        ("on_behalf_of", lambda c: {"on_behalf_of": f"t1:{c}alice"}),
+        ("subject_display.name", lambda c: {"subject_display": {"name": f"Team{c}"}}),
+    ],
+)
+def test_approve_rejects_control_characters_naming_the_field(api_client, business, path, make, char):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(**make(char)), business._token
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == path
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("principal.email", {"principal": {"id": "alice", "email": "a@example.com"}}),
+        ("subject_display.logo", {"subject_display": {"name": "Team", "logo": "x"}}),
+        ("scope", {"scope": "all"}),
+    ],
+)
+def test_unknown_fields_are_rejected_at_every_level_naming_the_path(api_client, business, path, body):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(**body), business._token
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == path
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "raw", "field"),
+    [
+        ("/authorizations", '{"client_app_id":"shop","state":"state-\\ud83d-1234"}', "state"),
+        ("/token", '{"grant_type":"refresh_token","refresh_token":"bhr_\\udfff"}', "refresh_token"),
+        (
+            "/revoke",
+            '{"client_app_id":"shop","refresh_token":"bhr_' + "a" * 43 + '\\ud800"}',
+            "refresh_token",
+        ),
+    ],
+)
+def test_lone_surrogates_are_rejected_not_replaced(api_client, business, endpoint, raw, field):
+    # The parser refuses the body before any field rule runs, and names where the surrogate was.
+    response = api_client.post(BASE + endpoint, raw.encode(), content_type="application/json")
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == field
+
+
+def test_approve_rejects_a_lone_surrogate_in_a_nested_field(api_client, business):
+    authorization_id, _ = start(api_client)
+    raw = b'{"principal":{"id":"al\\udc00ice"},"on_behalf_of":"alice","allowed_routes":["orders"]}'
+    response = api_client.post(
+        f"{BASE}/authorizations/{authorization_id}/approve",
+        raw,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {business._token}",
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == "principal.id"
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
+
+
+def test_valid_text_is_stored_exactly_as_sent(api_client, business):
+    label = "  Ada's 😀 laptop\u2028 (工作) "
+    authorization_id, _ = start(api_client, device_label=label, state="  state with spaces  ")
+    stored = AgentAuthorization.objects.get(pk=authorization_id)
+    assert (stored.device_label, stored.state_value) == (label, "  state with spaces  ")
+
+
 def test_approve_missing_required_fields_is_invalid_request(api_client, business):
     authorization_id, _ = start(api_client)
     for field in ("principal", "on_behalf_of", "allowed_routes"):

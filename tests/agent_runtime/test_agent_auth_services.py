@@ -524,6 +524,31 @@ def test_code_expiry_follows_the_clock(business):
         )
 
 
+def test_the_pkce_check_is_a_constant_time_comparison(business, monkeypatch):
+    # Secrets are otherwise found by digest through a unique index; the PKCE challenge is the one
+    # value compared in Python, and it must not be compared with ``==``.
+    from agent_runtime.services import agent_auth as service
+    from bailing.api import hashing
+
+    compared = []
+
+    def spy(a: str, b: str) -> bool:
+        compared.append((a, b))
+        return hashing.constant_time_equals(a, b)
+
+    monkeypatch.setattr(service, "constant_time_equals", spy)
+    authorization, _ = create(business)
+    code = query_of(approve(authorization, business))["code"]
+    wrong = pkce_pair()[0]
+    with pytest.raises(InvalidGrant):
+        token_exchange_code(client_app_id="shop", code=code, redirect_uri=REDIRECT, code_verifier=wrong)
+    assert compared == [(pkce_s256(wrong), authorization.code_challenge)]
+    token_exchange_code(
+        client_app_id="shop", code=code, redirect_uri=REDIRECT, code_verifier=authorization.verifier
+    )
+    assert compared[-1] == (authorization.code_challenge, authorization.code_challenge)
+
+
 # --- refresh ---------------------------------------------------------------------------------------------
 
 

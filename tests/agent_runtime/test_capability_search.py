@@ -328,6 +328,8 @@ def test_without_a_plugged_ranker_search_is_lexical_even_with_retrieval_enabled(
     [
         {},
         {"query": ""},
+        {"query": "   "},
+        {"query": "\n\t\r "},
         {"query": None},
         {"query": 42},
         {"query": ["order"]},
@@ -348,7 +350,7 @@ def test_invalid_query_is_400(api_client, session, body):
 
 
 @pytest.mark.parametrize(
-    "query", ["x" * 2000, "\U0001f600" * 1000, "line one\nline two\ttabbed\r", "   ", "订单 库存"]
+    "query", ["x" * 2000, "\U0001f600" * 1000, "line one\nline two\ttabbed\r", "  order  ", "订单 库存"]
 )
 def test_valid_query_edges(api_client, session, query):
     response = search(api_client, "orders", session._access, {"query": query})

@@ -10,10 +10,13 @@ import pytest
 
 from agent_runtime.models import Route, ToolProvider
 from agent_runtime.services.catalog import load_providers, route_catalog, scope_allowed, tool_name_sort_key
+from agent_runtime.services.clients import Actor
+from agent_runtime.services.providers import provider_refresh
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools import compile_spec
 from bailing.api.authentication import AgentIdentity
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
+from tests.support.tool_specs import MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -519,3 +522,62 @@ def test_same_catalog_on_two_routes_has_two_revisions(shop):
     two = catalog_of(RouteFactory(tools=direct_tools()))
     assert names(one) == names(two)
     assert one.revision != two.revision
+
+
+def test_guidance_only_change_bumps_the_revision_but_not_the_execution_fingerprint(revised, shop):
+    _route, revision = revised
+    before_revision = revision()
+    before = ToolProvider.objects.get(pk=shop.pk).tools.get(name="order_get")
+    store(
+        shop,
+        edit_operation(
+            load_spec("catalog_shop"),
+            "/orders/{order_id}",
+            "get",
+            description="Rewritten guidance text only.",
+            acc={"guidance": {"when_to_use": "Only when the user names an order."}},
+        ),
+    )
+    after = ToolProvider.objects.get(pk=shop.pk).tools.get(name="order_get")
+    assert revision() != before_revision
+    assert after.usage_guidance["text"] != before.usage_guidance["text"]
+    assert after.material_digest != before.material_digest
+    assert after.execution_fingerprint == before.execution_fingerprint
+
+
+@pytest.mark.parametrize("version", ["3.0.3", "3.1.0"])
+def test_a_spec_with_ref_chains_and_malformed_acc_is_stored_with_its_warnings(version):
+    provider = ToolProvider.objects.create(
+        name="mixed",
+        base_url="https://mixed.example.test",
+        spec_source=ToolProvider.SpecSource.INLINE,
+        spec_inline=mixed_spec(version),
+    )
+    outcome = provider_refresh(provider=provider, actor=Actor.system("tests"))
+    assert outcome.ok, outcome
+    assert (outcome.tools, outcome.warnings) == (5, len(MIXED_SPEC_WARNINGS))
+    provider.refresh_from_db()
+    assert provider.last_refresh_status == "ok"
+    assert sorted(warning["tool"] for warning in provider.compile_warnings) == sorted(MIXED_SPEC_WARNINGS)
+    route = RouteFactory(
+        permission="readwrite",
+        tools=direct_tools(
+            sources=[{"provider": "mixed", "allow": ["*"]}], write_tools=["order_update", "good_write"]
+        ),
+    )
+    assert names(catalog_of(route)) == MIXED_SPEC_TOOLS
+
+
+def test_compile_warnings_are_stored_on_the_tool_they_concern():
+    provider = ToolProviderFactory(name="texts", spec=load_spec("long_description"))
+    tools = {tool.name: tool for tool in provider.tools.all()}
+    assert [warning["code"] for warning in tools["long_description"].warnings] == [
+        "tool_description_truncated"
+    ]
+    assert tools["exact_description"].warnings == []
+    assert tools["summary_and_long_description"].warnings == []
+    assert tools["long_description"].projection["description_truncated"] is True
+    provider.refresh_from_db()
+    assert [(w["tool"], w["code"]) for w in provider.compile_warnings] == [
+        ("long_description", "tool_description_truncated")
+    ]

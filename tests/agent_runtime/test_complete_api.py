@@ -287,6 +287,9 @@ def test_complete_required_fields(api_client, session, run_id, field):
         ("model", None),
         ("runtime", "r" * 192),
         ("runtime", "tab\there"),
+        # 96 code points but 192 UTF-16 units: characters are counted as JavaScript counts them.
+        ("model", "😀" * 96),
+        ("runtime", "😀" * 95 + "ab"),
     ],
 )
 def test_complete_field_rules(api_client, session, run_id, field, value):
@@ -305,6 +308,14 @@ def test_complete_limits_are_inclusive(api_client, session, run_id):
     run = AgentRun.objects.get(pk=run_id)
     assert run.final_content == "😀" * 32_000
     assert run.runtime == ""
+
+
+@pytest.mark.django_db
+def test_model_and_runtime_of_191_utf16_units_are_accepted(api_client, session, run_id):
+    body = completion_body(model="😀" * 95 + "a", runtime="r" * 191)
+    assert post_complete(api_client, session, run_id, body).status_code == 200
+    run = AgentRun.objects.get(pk=run_id)
+    assert (run.model, run.runtime) == ("😀" * 95 + "a", "r" * 191)
 
 
 @pytest.mark.django_db

@@ -26,6 +26,7 @@ from agent_runtime.tools import (
     projection_digest,
     public_projection,
 )
+from tests.support.tool_specs import MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
 
 SPECS = Path(__file__).parent / "fixtures" / "specs"
 
@@ -360,6 +361,32 @@ def test_malformed_acc_disables_only_the_bad_tools():
     # Unknown fields on the declaration and its open sections are ignored (ACC requires it).
     assert tool_named(result, "good_read").risk == "low"
     assert all(warning.severity == "error" for warning in result.warnings)
+
+
+@pytest.mark.parametrize(
+    ("version", "status_description"),
+    [
+        # 3.0 ignores siblings of $ref; 3.1 applies them.
+        ("3.0.3", "Referenced description"),
+        ("3.1.0", "New status (overrides the referenced description)"),
+    ],
+)
+def test_mixed_spec_compiles_with_warnings_in_both_openapi_versions(version, status_description):
+    result = compile_spec(mixed_spec(version), provider="orders")
+
+    assert not result.fatal
+    assert sorted(tool.name for tool in result.tools) == MIXED_SPEC_TOOLS
+    by_tool: dict[str, list[str]] = {}
+    for warning in result.warnings:
+        by_tool.setdefault(warning.tool, []).append(warning.code)
+    assert by_tool == MIXED_SPEC_WARNINGS
+    assert all(warning.severity == "error" for warning in result.warnings)
+    update = tool_named(result, "order_update")
+    assert update.input_schema["properties"]["status"]["description"] == status_description
+    address = update.input_schema["properties"]["shipping"]["properties"]["address"]
+    assert address["properties"]["country"] == {"type": "string", "minLength": 2, "maxLength": 2}
+    assert update.approval_required is True
+    assert "$ref" not in json.dumps([tool.input_schema for tool in result.tools])
 
 
 def test_acc_warning_points_at_the_failing_field_without_echoing_its_value():

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agent_runtime.models import Route
+from agent_runtime.models import Route, ToolProvider
 from approvals.models import AuditEvent
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
 
@@ -297,6 +297,72 @@ def test_revoked_session_is_401(api_client, session):
     response = detail(api_client, session._access, "order_get", revision=revision)
     assert response.status_code == 401
     assert response.json()["error"] == "unauthorized"
+
+
+def _disable_client(session):
+    type(session.client).objects.filter(pk=session.client_id).update(enabled=False)
+
+
+def _narrow_client(session):
+    type(session.client).objects.filter(pk=session.client_id).update(allowed_routes=["elsewhere"])
+
+
+def _narrow_session(session):
+    type(session).objects.filter(pk=session.pk).update(allowed_routes=["elsewhere"])
+
+
+def _expire_session(session):
+    type(session).objects.filter(pk=session.pk).update(access_expires_at=timezone.now())
+
+
+def _disable_route(session):
+    Route.objects.filter(route_key="orders").update(enabled=False)
+
+
+def _disable_provider(session):
+    ToolProvider.objects.filter(name="shop").update(enabled=False)
+
+
+def _drop_write(session):
+    route = Route.objects.get(route_key="orders")
+    route.tools["agent_direct"]["write_tools"] = ["refund_create"]
+    route.save()
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "code"),
+    [
+        (_disable_client, 401, "unauthorized"),
+        (_expire_session, 401, "unauthorized"),
+        (_narrow_client, 403, "route_not_allowed"),
+        (_narrow_session, 403, "route_not_allowed"),
+        (_disable_route, 404, "route_unavailable"),
+        # The tool's provider or write listing is gone: the revision the agent holds is stale.
+        (_disable_provider, 409, "capability_changed"),
+        (_drop_write, 409, "capability_changed"),
+    ],
+)
+def test_every_read_revalidates_what_changed_since_discovery(api_client, session, change, status, code):
+    revision = revision_of(api_client, session._access, "orders")
+    assert detail(api_client, session._access, "order_cancel", revision=revision).status_code == 200
+    audit_before = AuditEvent.objects.count()
+    change(session)
+    response = detail(api_client, session._access, "order_cancel", revision=revision)
+    assert response.status_code == status
+    assert response.json()["error"] == code
+    assert response["Cache-Control"] == "no-store"
+    assert AuditEvent.objects.count() == audit_before
+
+
+def test_a_de_authorized_tool_is_404_under_the_current_revision(api_client, session):
+    _drop_write(session)
+    response = detail(api_client, session._access, "order_cancel")
+    assert response.status_code == 404
+    assert response.json()["error"] == "tool_not_found"
+    _disable_provider(session)
+    response = detail(api_client, session._access, "order_get")
+    assert response.status_code == 404
+    assert response.json()["error"] == "tool_not_found"
 
 
 # --- side effects ---------------------------------------------------------------------------------------

@@ -374,6 +374,33 @@ def test_body_just_under_512_kib_is_parsed(api_client, session):
     assert response.json()["field"] == "unknown"
 
 
+def _padded_turn(size: int) -> bytes:
+    """A valid turn body of exactly ``size`` bytes (insignificant whitespace pads it)."""
+    raw = json.dumps(turn_body()).encode()
+    return raw[:-1] + b" " * (size - len(raw)) + b"}"
+
+
+def test_body_of_exactly_512_kib_is_accepted_and_one_byte_more_is_413(api_client, session):
+    exact = _padded_turn(512 * 1024)
+    assert len(exact) == 524288
+    assert post_json(api_client, turns_url("orders"), session._access, exact).status_code == 200
+    over = _padded_turn(512 * 1024 + 1)
+    response = post_json(api_client, turns_url("orders"), session._access, over)
+    assert response.status_code == 413
+    assert response.json()["observed_bytes"] == 524289
+    assert AgentRun.objects.count() == 1
+
+
+def test_oversized_body_is_read_as_a_stream_and_reading_stops_early(api_client, session):
+    # observed_bytes is what was read when the budget broke, not the declared or full length.
+    raw = _padded_turn(4 * 1024 * 1024)
+    response = post_json(api_client, turns_url("orders"), session._access, raw)
+    assert response.status_code == 413
+    observed = response.json()["observed_bytes"]
+    assert 524288 < observed < len(raw)
+    assert AgentRun.objects.count() == 0
+
+
 @pytest.mark.parametrize("field", ["reasoning", "hidden_reasoning", "session_id", "route", "Client_turn_id"])
 def test_unknown_fields_are_rejected(api_client, session, field):
     response = post_turn(api_client, session, "orders", turn_body() | {field: "x"})
@@ -480,6 +507,16 @@ def test_knowledge_delivery_accepts_only_on_demand(api_client, session, value):
     response = post_turn(api_client, session, "orders", turn_body() | {"knowledge_delivery": value})
     assert response.status_code == 400
     assert response.json()["field"] == "knowledge_delivery"
+
+
+def test_dropping_knowledge_delivery_on_replay_is_409(api_client, session):
+    first = post_turn(api_client, session, "orders", turn_body(knowledge_delivery="on_demand"))
+    assert first.status_code == 200
+    response = post_turn(api_client, session, "orders", turn_body())
+    assert response.status_code == 409
+    assert error_of(response) == "turn_conflict"
+    replay = post_turn(api_client, session, "orders", turn_body(knowledge_delivery="on_demand"))
+    assert replay.content == first.content
 
 
 def test_legacy_turn_has_no_knowledge_delivery_block(api_client, session):

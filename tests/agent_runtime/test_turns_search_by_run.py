@@ -117,8 +117,15 @@ def test_malformed_run_id_is_400(api_client, session, run_id, bad):
     }
 
 
-@pytest.mark.parametrize("body", [{}, {"query": ""}, {"limit": 3}])
+@pytest.mark.parametrize("body", [{}, {"query": ""}, {"query": " \n "}, {"limit": 3}])
 def test_without_query_or_run_it_is_400(api_client, session, body):
     response = search(api_client, session, body)
     assert response.status_code == 400
     assert response.json()["field"] == "query"
+
+
+def test_search_by_run_query_count(api_client, session, run_id, django_assert_max_num_queries):
+    search(api_client, session, {"run_id": run_id})  # touches last_seen_at once
+    with django_assert_max_num_queries(4):
+        response = search(api_client, session, {"run_id": run_id})
+    assert response.status_code == 200

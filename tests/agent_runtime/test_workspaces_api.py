@@ -163,6 +163,15 @@ def test_bootstrap_has_exactly_the_seed_shape_and_defaults(api_client, session):
         "max_tool_calls": 5,
         "permission": "full",
     }
+    assert list(profile) == ["revision", "instructions", "memory", "knowledge", "governance"]
+    assert list(body["capabilities"]) == [
+        "revision",
+        "authorized_total",
+        "active_limit",
+        "readonly",
+        "writes",
+        "approval_required",
+    ]
     assert body["capabilities"]["authorized_total"] == 0
     assert body["capabilities"]["active_limit"] == 8
     assert {k: body["capabilities"][k] for k in ("readonly", "writes", "approval_required")} == {
@@ -321,6 +330,50 @@ def test_runtime_disabled_route_is_403_agent_client_disabled(api_client):
     response = get(api_client, bootstrap_url("plain"), session._access)
     assert response.status_code == 403
     assert response.json()["error"] == "agent_client_disabled"
+
+
+# Each gate is checked before the next: a request failing several answers with the earliest one.
+GATE_ORDER = [
+    # (route key, route fields or None for no route, session grant, client allowlist, expected)
+    ("Auto", None, ["Auto"], ["*"], (400, "invalid_route")),
+    ("auto", {"agent_client": {"enabled": False}}, ["auto"], ["*"], (400, "invalid_route")),
+    ("closed", {"enabled": False}, [], ["*"], (403, "route_not_allowed")),
+    ("closed", {"enabled": False}, ["closed"], ["other"], (403, "route_not_allowed")),
+    (
+        "closed",
+        {"enabled": False, "audience": {"enabled": True, "principals": ["nobody"]}},
+        ["closed"],
+        ["*"],
+        (404, "route_unavailable"),
+    ),
+    (
+        "closed",
+        {"audience": {"enabled": True, "principals": ["nobody"]}, "agent_client": {"enabled": False}},
+        ["closed"],
+        ["*"],
+        (403, "audience_not_allowed"),
+    ),
+    ("closed", {"agent_client": {"enabled": False}}, ["closed"], ["*"], (403, "agent_client_disabled")),
+]
+
+
+@pytest.mark.parametrize(("route", "fields", "grant", "allowlist", "expected"), GATE_ORDER)
+def test_route_gate_answers_with_the_first_failing_gate(
+    api_client, route, fields, grant, allowlist, expected
+):
+    if fields is not None:
+        RouteFactory(route_key=route, **fields)
+    client = ClientFactory(allowed_routes=allowlist)
+    session = AgentSessionFactory(client=client, allowed_routes=grant)
+    response = get(api_client, bootstrap_url(route), session._access)
+    assert (response.status_code, response.json()["error"]) == expected
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_bearer_is_checked_before_the_route_gate(api_client):
+    response = api_client.get(bootstrap_url("Not A Route"))
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
 
 
 def test_unknown_agent_api_path_answers_json_404(api_client, session):

@@ -48,9 +48,30 @@ def test_check_deploy_is_clean_with_production_settings():
         {"SECRET_KEY": "short"},
         {"SECRET_KEY": ""},
         {"SECRET_KEY": "a" * 60},
+        {"SECRET_KEY": "django-insecure-" + secrets.token_urlsafe(64)},
+        {"SECRET_KEY": secrets.token_urlsafe(64), "DEBUG": "1"},
     ],
+    ids=["debug", "short", "empty", "repetitive", "django-insecure", "debug-1"],
 )
 def test_production_refuses_unsafe_configuration(override):
     result = run_manage("check", **{**PRODUCTION, **override})
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
+
+
+def test_production_starts_with_a_safe_configuration():
+    result = run_manage("check", SECRET_KEY=secrets.token_urlsafe(64), **PRODUCTION)
+    assert result.returncode == 0, result.stderr
+
+
+def test_env_example_lists_every_setting_read_from_the_environment():
+    import re
+
+    sources = (ROOT / "bailing" / "settings.py").read_text() + (
+        ROOT / "bailing" / "gunicorn.conf.py"
+    ).read_text()
+    read = set(re.findall(r"env\.\w+\(\s*\"([A-Z][A-Z0-9_]*)\"", sources))
+    read |= set(re.findall(r"os\.environ\.get\(\s*\"([A-Z][A-Z0-9_]*)\"", sources))
+    listed = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (ROOT / ".env.example").read_text(), re.MULTILINE))
+    assert "SECRET_KEY" in read and "GUNICORN_WORKERS" in read
+    assert read <= listed, sorted(read - listed)

@@ -221,3 +221,101 @@ def test_nav_shows_only_permitted_sections(world, approver, auditor):
     assert "console:client_list" in names
     auditor_page = signed_in(auditor).get(reverse("console:dashboard"))
     assert "console:audit_list" in [item["url_name"] for item in auditor_page.context["console_nav"]]
+
+
+# --- every console URL, read from the URLconf ------------------------------------------------------------
+# A page added to bailing/console/urls.py without an entry here fails
+# ``test_every_console_url_is_in_the_matrix``; one added without a permission check fails the
+# anonymous and no-permission tests below, which request every URL the URLconf has.
+
+PUBLIC_PAGES = {"login", "logout"}
+PAGE_PERMISSIONS = {
+    "dashboard": (),
+    "workspace_list": ("agent_runtime.view_route",),
+    "workspace_detail": ("agent_runtime.view_route",),
+    "provider_list": ("agent_runtime.view_toolprovider",),
+    "provider_detail": ("agent_runtime.view_toolprovider",),
+    "provider_refresh": ("agent_runtime.change_toolprovider",),
+    "provider_tool_detail": ("agent_runtime.view_toolprovider", "agent_runtime.view_providertool"),
+    "client_list": ("agent_runtime.view_client",),
+    "client_create": ("agent_runtime.add_client",),
+    "client_detail": ("agent_runtime.view_client",),
+    "client_set_enabled": ("agent_runtime.change_client",),
+    "client_token_rotate": ("agent_runtime.change_client",),
+    "session_list": ("agent_runtime.view_agentsession",),
+    "session_detail": ("agent_runtime.view_agentsession",),
+    "session_revoke": ("agent_runtime.change_agentsession",),
+    "conversation_list": ("agent_runtime.view_agentconversation", "agent_runtime.view_agentrun"),
+    "conversation_detail": ("agent_runtime.view_agentconversation", "agent_runtime.view_agentrun"),
+    "audit_list": ("approvals.view_auditevent",),
+    "audit_verify": ("approvals.verify_auditevent",),
+    "audit_detail": ("approvals.view_auditevent",),
+    "consent": ("agent_runtime.consent_agentauthorization",),
+}
+
+
+def _console_urls() -> list[tuple[str, str, type]]:
+    """(url name, a concrete URL, view class) for every console URL pattern."""
+    import re
+    import uuid
+
+    from bailing.console import urls as console_urls
+
+    samples = {"uuid": str(uuid.uuid4()), "int": "1", "str": "no-such-thing", "slug": "no-such-thing"}
+    found = []
+    for pattern in console_urls.urlpatterns:
+        route = re.sub(r"<(?:(\w+):)?\w+>", lambda m: samples[m.group(1) or "str"], str(pattern.pattern))
+        found.append((pattern.name, "/console/" + route, pattern.callback.view_class))
+    return found
+
+
+CONSOLE_URLS = _console_urls()
+PROTECTED = [(name, url, view) for name, url, view in CONSOLE_URLS if name not in PUBLIC_PAGES]
+PROTECTED_IDS = [name for name, _, _ in PROTECTED]
+
+
+def test_every_console_url_is_in_the_matrix():
+    assert {name for name, _, _ in CONSOLE_URLS} == set(PAGE_PERMISSIONS) | PUBLIC_PAGES
+
+
+@pytest.mark.parametrize(("name", "url", "view"), PROTECTED, ids=PROTECTED_IDS)
+def test_every_console_view_checks_its_permission(name, url, view):
+    from bailing.console.mixins import ConsolePermissionMixin, NoStoreMixin
+
+    assert issubclass(view, ConsolePermissionMixin) and issubclass(view, NoStoreMixin)
+    assert set(view().get_permission_required()) == set(PAGE_PERMISSIONS[name])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize(("name", "url", "view"), PROTECTED, ids=PROTECTED_IDS)
+def test_every_console_url_sends_anonymous_visitors_to_login(name, url, view, method):
+    response = getattr(HttpClient(), method)(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("console:login") + "?next=")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize(("name", "url", "view"), PROTECTED, ids=PROTECTED_IDS)
+def test_every_console_url_is_403_without_its_permission(console_roles, name, url, view, method):
+    browser = signed_in(UserFactory(roles=[]))
+    response = getattr(browser, method)(url)
+    if not PAGE_PERMISSIONS[name]:
+        assert response.status_code != 403
+    else:
+        assert response.status_code == 403
+        assert "console/forbidden.html" in [t.name for t in response.templates]
+        assert "no-store" in response["Cache-Control"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ["approver", "auditor", "administrator"])
+@pytest.mark.parametrize(("name", "url", "view"), PROTECTED, ids=PROTECTED_IDS)
+def test_every_console_url_follows_the_role_permissions(console_roles, name, url, view, role):
+    user = UserFactory(roles=[role])
+    status = signed_in(user).get(url).status_code
+    if user.has_perms(PAGE_PERMISSIONS[name]):
+        assert status != 403 and status != 302
+    else:
+        assert status == 403

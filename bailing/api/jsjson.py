@@ -1,0 +1,67 @@
+"""``JSON.stringify`` byte-for-byte, for byte budgets (research §H3).
+
+Python's ``json.dumps`` and JavaScript's ``JSON.stringify`` agree on strings (with
+``ensure_ascii=False``; lone surrogates are rejected before this point), literals, structure and key
+order — but not on numbers: Python writes ``1.0``, ``1e-05`` and ``1e+16`` where JavaScript writes
+``1``, ``0.00001`` and ``10000000000000000``, and integers beyond 2^53 are doubles in JavaScript.
+This module renders numbers with ECMAScript's Number::toString rules so a budget measured here is
+the budget an upstream client measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+_SAFE_INTEGER = 2**53
+
+
+def js_number(value: int | float) -> str:
+    """ECMAScript Number::toString of ``value`` (as a double)."""
+    if isinstance(value, bool):
+        raise TypeError("booleans are not numbers")
+    if isinstance(value, int) and -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+        return str(value)
+    number = float(value)
+    if not math.isfinite(number):
+        return "null"  # what JSON.stringify writes for NaN and ±Infinity
+    if number == 0:
+        return "0"
+    sign = "-" if number < 0 else ""
+    # repr gives the shortest digits that round-trip, exactly the digits ECMAScript asks for.
+    _, digits_tuple, exponent = Decimal(repr(abs(number))).normalize().as_tuple()
+    digits = "".join(map(str, digits_tuple))
+    k = len(digits)
+    n = exponent + k  # value = 0.digits × 10^n
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        mantissa = digits if k == 1 else digits[0] + "." + digits[1:]
+        text = f"{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
+    return sign + text
+
+
+def js_stringify(value: Any) -> str:
+    """Compact ``JSON.stringify(value)`` for decoded JSON values (dict, list, str, numbers, bool, None)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int | float):
+        return js_number(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{js_stringify(str(k))}:{js_stringify(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(js_stringify(item) for item in value) + "]"
+    raise TypeError(f"not a JSON value: {type(value).__name__}")

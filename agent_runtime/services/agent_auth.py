@@ -49,6 +49,7 @@ from agent_runtime.validation import authorize_url_problem, loopback_redirect_pr
 from approvals.services.audit import audit_record
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
 from bailing.api.hashing import constant_time_equals
+from bailing.api.limits import utf16_length
 
 PKCE_VERIFIER_RE = re.compile(r"[A-Za-z0-9._~-]{43,128}")
 # Namespace of the creation-throttle advisory locks (two-int4 key space, disjoint from the audit
@@ -140,6 +141,10 @@ def _principal_record(principal: dict) -> dict:
     """The principal as stored on the session: ``id``, ``roles`` always; the optional strings only
     when non-empty (an empty tenant means "no tenant", as upstream stores it)."""
     if not isinstance(principal, dict) or not isinstance(principal.get("id"), str) or not principal["id"]:
+        raise InvalidRequest(field="principal.id")
+    # The API view validates this already; the hub consent page builds the principal from a
+    # username (up to 150 characters in Django), so the service enforces the limit for every caller.
+    if utf16_length(principal["id"]) > 128:
         raise InvalidRequest(field="principal.id")
     record: dict[str, Any] = {"id": principal["id"]}
     if principal.get("tenant"):

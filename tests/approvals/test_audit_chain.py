@@ -11,11 +11,12 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from approvals.models import AuditEvent
 from approvals.services.audit import GENESIS_HASH, audit_chain_verify, audit_record
 from bailing.api.hashing import canonical_sha256, sha256_hex
+from tests.support.audit import audit_tampering
 
 pytestmark = pytest.mark.django_db
 
@@ -49,6 +50,13 @@ def content_of(event: AuditEvent) -> dict:
         "target_id": event.target_id,
         "data": event.data,
     }
+
+
+@pytest.fixture(autouse=True)
+def tampering_allowed(db):
+    """These tests play an attacker with database access: the append-only trigger is lifted."""
+    with audit_tampering():
+        yield
 
 
 def forge(event: AuditEvent, **changes) -> None:
@@ -324,3 +332,21 @@ def test_parallel_transactions_never_fork_the_chain():
     assert len({event.prev_hash for event in events}) == workers
     report = audit_chain_verify()
     assert (report.ok, report.checked) == (True, workers)
+
+
+# --- append-only in the database -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_updates_and_deletes_of_audit_events(tampering_allowed):
+    # ``tampering_allowed`` is autouse here; re-enable the trigger for this one test.
+    events = chain(2)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE approvals_auditevent ENABLE TRIGGER approvals_auditevent_append_only")
+    for attempt in (
+        lambda: AuditEvent.objects.filter(pk=events[0].pk).update(actor="mallory"),
+        lambda: AuditEvent.objects.filter(pk=events[1].pk).delete(),
+    ):
+        with pytest.raises(DatabaseError), transaction.atomic():
+            attempt()
+    assert audit_chain_verify().ok

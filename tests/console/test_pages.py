@@ -23,6 +23,7 @@ from approvals.services.audit import audit_record
 from bailing.db.features import server_version, vector_available
 from tests.console.conftest import signed_in
 from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, UserFactory
+from tests.support.audit import audit_tampering
 
 
 def _record(action: str, **fields) -> AuditEvent:
@@ -48,7 +49,8 @@ def test_dashboard_counts_and_database_facts(admin_http):
     RouteFactory(agent_client={"enabled": False})
     _record("tests.recent", actor="pytest")
     old = _record("tests.old", actor="pytest")
-    AuditEvent.objects.filter(pk=old.pk).update(created_at=now - timedelta(hours=25))
+    with audit_tampering():
+        AuditEvent.objects.filter(pk=old.pk).update(created_at=now - timedelta(hours=25))
 
     response = admin_http.get(reverse("console:dashboard"))
 
@@ -441,7 +443,8 @@ def test_audit_list_filters_by_session_and_time(admin_http, ledger):
 
     base = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
     for offset, name in enumerate(["login", "revoke", "route", "client"]):
-        AuditEvent.objects.filter(pk=events[name].pk).update(created_at=base + timedelta(hours=offset))
+        with audit_tampering():
+            AuditEvent.objects.filter(pk=events[name].pk).update(created_at=base + timedelta(hours=offset))
     window = admin_http.get(url, {"since": "2026-01-10T13:00", "until": "2026-01-10T14:00:00"})
     assert [e.id for e in window.context["object_list"]] == [events["route"].id, events["revoke"].id]
 
@@ -488,7 +491,8 @@ def test_audit_verify_reports_intact_then_broken_chain(admin_http, ledger):
     assert intact.context["report"].ok
     assert intact.context["report"].checked == 4
 
-    AuditEvent.objects.filter(pk=events["route"].pk).update(actor="mallory")
+    with audit_tampering():
+        AuditEvent.objects.filter(pk=events["route"].pk).update(actor="mallory")
     broken = admin_http.get(url)
     assert not broken.context["report"].ok
     assert broken.context["report"].first_broken_id == events["route"].id
@@ -704,3 +708,31 @@ def test_list_pages_do_not_query_per_row(admin_http, django_assert_max_num_queri
     with django_assert_max_num_queries(12):
         response = admin_http.get(reverse(url_name))
     assert len(response.context["table"].rows) == 30
+
+
+def test_consent_refuses_a_username_longer_than_a_principal_id(client, console_roles):
+    from agent_runtime.models import AgentAuthorization
+    from agent_runtime.services.agent_auth import authorization_create
+    from bailing.agent_client import pkce_pair
+    from tests.factories import ClientFactory, RouteFactory, UserFactory
+
+    ClientFactory(app_id="long-agent", allowed_routes=["orders"])
+    RouteFactory(route_key="orders")
+    _, challenge = pkce_pair()
+    authorization, _ = authorization_create(
+        client_app_id="long-agent",
+        redirect_uri="http://127.0.0.1:53682/callback",
+        state="state-123456",
+        requested_routes=["orders"],
+        device_label="laptop",
+        code_challenge=challenge,
+        ip="127.0.0.1",
+    )
+    user = UserFactory(username="u" * 129, roles=["auditor"])
+    client.force_login(user)
+    response = client.post(
+        "/console/consent/",
+        {"authorization_id": str(authorization.id), "decision": "approve", "routes": ["orders"]},
+    )
+    assert response.status_code == 400
+    assert AgentAuthorization.objects.get(pk=authorization.id).status == "pending"

@@ -9,6 +9,7 @@ from bailing.console.views import (
     consent,
     conversations,
     dashboard,
+    login,
     providers,
     sessions,
     workspaces,
@@ -18,13 +19,7 @@ app_name = "console"
 
 urlpatterns = [
     path("", dashboard.DashboardView.as_view(), name="dashboard"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="registration/login.html", redirect_authenticated_user=True
-        ),
-        name="login",
-    ),
+    path("login/", login.ConsoleLoginView.as_view(), name="login"),
     # Django's LogoutView accepts POST only: a link or an image tag cannot sign anyone out.
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("workspaces/", workspaces.WorkspaceListView.as_view(), name="workspace_list"),

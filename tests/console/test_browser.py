@@ -104,7 +104,7 @@ def test_hub_consent_sign_in_then_admin_revoke(
     finally:
         agent.close()
 
-    # The audit history shows the three milestones.
+    # The audit history shows the three milestones (and the administrator's sign-in).
     page.goto(base + reverse("console:audit_list"))
     actions = page.locator("table.data tbody").inner_text()
     for action in [
@@ -113,7 +113,7 @@ def test_hub_consent_sign_in_then_admin_revoke(
         "agent_auth.session.revoked",
     ]:
         assert action in actions
-    assert page.locator(".pagination").inner_text().startswith("59 total")
+    assert page.locator(".pagination").inner_text().startswith("60 total")
     screenshot(page, "08-audit")
     page.goto(base + reverse("console:audit_list") + "?action=agent_auth.session")
     assert page.locator("table.data tbody tr").count() == 1

@@ -293,18 +293,26 @@ def _lock_authorization_for_decision(*, authorization_id, client: Client | None)
     return authorization
 
 
-def _expire_locked(authorization: AgentAuthorization, *, now, actor: Actor) -> None:
-    authorization.status = AgentAuthorization.Status.EXPIRED
+def _close_locked(
+    authorization: AgentAuthorization, *, status: str, now, actor: Actor, data: dict | None = None
+) -> None:
+    """End a locked pending authorization as ``expired`` or ``denied`` and audit it."""
+    authorization.status = status
     authorization.decided_at = now
     authorization.save(update_fields=["status", "decided_at"])
     audit_record(
-        action="agent_auth.authorization.expired",
+        action=f"agent_auth.authorization.{status}",
         actor_type=actor.type,
         actor=actor.name,
         client_app_id=authorization.client.app_id,
         target_type="agent_authorization",
         target_id=str(authorization.id),
+        data=data,
     )
+
+
+def _expire_locked(authorization: AgentAuthorization, *, now, actor: Actor) -> None:
+    _close_locked(authorization, status=AgentAuthorization.Status.EXPIRED, now=now, actor=actor)
 
 
 def authorization_approve(
@@ -408,16 +416,11 @@ def authorization_deny(*, authorization_id, client: Client | None, actor: Actor)
         elif authorization.status != AgentAuthorization.Status.PENDING:
             raise InvalidState()
         else:
-            authorization.status = AgentAuthorization.Status.DENIED
-            authorization.decided_at = now
-            authorization.save(update_fields=["status", "decided_at"])
-            audit_record(
-                action="agent_auth.authorization.denied",
-                actor_type=actor.type,
-                actor=actor.name,
-                client_app_id=authorization.client.app_id,
-                target_type="agent_authorization",
-                target_id=str(authorization.id),
+            _close_locked(
+                authorization,
+                status=AgentAuthorization.Status.DENIED,
+                now=now,
+                actor=actor,
                 data={"via": "business" if client is not None else "hub_consent"},
             )
     if expired:

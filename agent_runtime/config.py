@@ -36,6 +36,7 @@ __all__ = [
     "AGENT_CLIENT_DEFAULTS",
     "AUDIENCE_DEFAULTS",
     "CONFIG_SECTIONS",
+    "FUSION_DEFAULTS",
     "KNOWLEDGE_DEFAULTS",
     "MEMORY_DEFAULTS",
     "PROVIDER_SPEC_MAX_BYTES",
@@ -45,6 +46,7 @@ __all__ = [
     "route_effective",
     "validate_client_config",
     "validate_document",
+    "validate_knowledge_base_config",
     "validate_route_config",
     "validate_tool_provider_config",
 ]
@@ -83,12 +85,16 @@ MEMORY_DEFAULTS: dict[str, Any] = {
     "summary_max_chars": 1200,
     "summary_model": None,
 }
+# Hybrid retrieval fusion (knowledge issue §2): reciprocal rank fusion with k = 60 by default, or
+# "normalized" (min-max normalised lane scores, weighted sum). Weights apply to both methods.
+FUSION_DEFAULTS: dict[str, Any] = {"method": "rrf", "rrf_k": 60, "lexical_weight": 1.0, "vector_weight": 1.0}
 KNOWLEDGE_DEFAULTS: dict[str, Any] = {
     "top_k": 5,
     "min_score": 0.35,
     "inject": "chunk",
     "max_docs": 4,
     "page_boost": False,
+    "fusion": FUSION_DEFAULTS,
 }
 # Semantic tool retrieval is opt-in per source: without it capability search stays lexical and
 # deterministic (spec: one source lacking semantic retrieval makes the whole search lexical).
@@ -510,8 +516,23 @@ def _memory(value: Any, path: str) -> dict:
     return result
 
 
+def _fusion(value: Any, path: str) -> dict:
+    data = _mapping(value, path, allowed=tuple(FUSION_DEFAULTS))
+    result: dict[str, Any] = {}
+    if "method" in data:
+        result["method"] = _choice(data["method"], _key(path, "method"), ("rrf", "normalized"))
+    if "rrf_k" in data:
+        result["rrf_k"] = _integer(data["rrf_k"], _key(path, "rrf_k"), lo=1, hi=1000)
+    for name in ("lexical_weight", "vector_weight"):
+        if name in data:
+            result[name] = float(_number(data[name], _key(path, name), lo=0, hi=10))
+    weights = {**FUSION_DEFAULTS, **result}
+    if weights["lexical_weight"] == 0 and weights["vector_weight"] == 0:
+        raise ConfigError(path, "at least one lane weight must be above 0")
+    return result
+
+
 def _knowledge(value: Any, path: str) -> dict:
-    # Unknown keys are refused for now; retrieval fusion settings will be added here explicitly.
     data = _mapping(value, path, allowed=("kb_id", "kb_ids", *KNOWLEDGE_DEFAULTS))
     if not data:
         return {}
@@ -534,6 +555,8 @@ def _knowledge(value: Any, path: str) -> dict:
         result["max_docs"] = _integer(data["max_docs"], _key(path, "max_docs"), lo=1, hi=20)
     if "page_boost" in data:
         result["page_boost"] = _boolean(data["page_boost"], _key(path, "page_boost"))
+    if "fusion" in data:
+        result["fusion"] = _fusion(data["fusion"], _key(path, "fusion"))
     return result
 
 
@@ -1038,6 +1061,91 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
     return result
 
 
+# --- Knowledge bases (research §A.2.17) ---------------------------------------------------------------
+KB_EMBEDDING_PROVIDERS = ("local", "openai", "none")
+# The local provider's model and dimension (knowledge.embeddings); repeated here so validating a
+# config file never loads the ONNX runtime.
+KB_LOCAL_MODEL = "all-MiniLM-L6-v2-onnx-int8"
+KB_LOCAL_DIM = 384
+_KB_KEYS = ("kb_id", "name", "description", "enabled", "embedding", "writers")
+_KB_EMBEDDING_KEYS = ("provider", "model", "dim", "base_url", "secret_env", "secret_file", "timeout_seconds")
+
+
+def _kb_embedding(value: Any, path: str) -> dict:
+    data = _mapping(value, path, allowed=_KB_EMBEDDING_KEYS)
+    provider = _choice(data.get("provider", "local"), _key(path, "provider"), KB_EMBEDDING_PROVIDERS)
+    result: dict[str, Any] = {"provider": provider, "model": "", "dim": 0, "config": {}}
+    if provider == "local":
+        for name in ("base_url", "secret_env", "secret_file", "timeout_seconds"):
+            if name in data:
+                raise ConfigError(_key(path, name), "is only for the openai provider")
+        if "model" in data and data["model"] != KB_LOCAL_MODEL:
+            raise ConfigError(_key(path, "model"), f"the local provider serves {KB_LOCAL_MODEL} only")
+        if "dim" in data and data["dim"] != KB_LOCAL_DIM:
+            raise ConfigError(_key(path, "dim"), f"the local model has {KB_LOCAL_DIM} dimensions")
+        result.update(model=KB_LOCAL_MODEL, dim=KB_LOCAL_DIM)
+    elif provider == "none":
+        for name in _KB_EMBEDDING_KEYS[1:]:
+            if name in data:
+                raise ConfigError(_key(path, name), "a knowledge base without embeddings takes no settings")
+    else:
+        for required in ("model", "dim", "base_url"):
+            if required not in data:
+                raise ConfigError(_key(path, required), "is required for the openai provider")
+        if "secret_env" in data and "secret_file" in data:
+            raise ConfigError(_key(path, "secret_file"), "set either secret_env or secret_file, not both")
+        result["model"] = _string(data["model"], _key(path, "model"), max_len=128)
+        result["dim"] = _integer(data["dim"], _key(path, "dim"), lo=1, hi=16_000)
+        config: dict[str, Any] = {"base_url": _provider_base_url(data["base_url"], _key(path, "base_url"))}
+        if "secret_env" in data:
+            config["secret_env"] = _string(
+                data["secret_env"],
+                _key(path, "secret_env"),
+                max_len=128,
+                pattern=_ENV_NAME_RE,
+                pattern_reason="must be an environment variable name matching ^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+            )
+        if "secret_file" in data:
+            config["secret_file"] = _string(data["secret_file"], _key(path, "secret_file"), max_len=1024)
+        if "timeout_seconds" in data:
+            config["timeout_seconds"] = _integer(
+                data["timeout_seconds"], _key(path, "timeout_seconds"), lo=1, hi=300
+            )
+        result["config"] = config
+    return result
+
+
+def validate_knowledge_base_config(data: dict, *, path: str) -> dict:
+    """Validate one ``knowledge_bases[]`` item; return ``KnowledgeBase`` column values plus ``writers``
+    (client app ids). The embedding provider, model, dimension and endpoint are locked once the knowledge
+    base exists (``config_apply`` refuses a change); ``writers`` name clients that may push documents
+    with their Client Token.
+    """
+    if isinstance(data, dict) and isinstance(data.get("embedding"), dict) and "api_key" in data["embedding"]:
+        raise ConfigError(
+            _key(_key(path, "embedding"), "api_key"),
+            "secrets are never written in configuration files; use secret_env or secret_file",
+        )
+    data = _mapping(data, path, allowed=_KB_KEYS)
+    for required in ("kb_id", "name"):
+        if required not in data:
+            raise ConfigError(_key(path, required), "is required")
+    embedding = _kb_embedding(data.get("embedding", {}), _key(path, "embedding"))
+    return {
+        "kb_id": _resource_name(data["kb_id"], _key(path, "kb_id")),
+        "name": _string(data["name"], _key(path, "name"), max_len=128),
+        "description": _string(
+            data.get("description", ""), _key(path, "description"), max_len=1000, min_len=0, multiline=True
+        ),
+        "enabled": _boolean(data.get("enabled", True), _key(path, "enabled")),
+        "embedding_provider": embedding["provider"],
+        "embedding_model": embedding["model"],
+        "embedding_dim": embedding["dim"],
+        "embedding_config": embedding["config"],
+        "writers": _list(data.get("writers", []), _key(path, "writers"), _resource_name),
+    }
+
+
 # --- Document -----------------------------------------------------------------------------------------
 # Section name → (key field, item validator), in apply order. Later sections (knowledge_bases) are
 # added here and in ``agent_runtime.services.config_apply``. Tool providers come before routes, which
@@ -1045,6 +1153,7 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
 CONFIG_SECTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
     "clients": ("app_id", validate_client_config),
     "tool_providers": ("name", validate_tool_provider_config),
+    "knowledge_bases": ("kb_id", validate_knowledge_base_config),
     "routes": ("route_key", validate_route_config),
 }
 
@@ -1170,6 +1279,7 @@ def route_effective(route: Any) -> dict:
         "knowledge": {
             "kb_ids": kb_ids,
             **{key: knowledge.get(key, value) for key, value in KNOWLEDGE_DEFAULTS.items()},
+            "fusion": {**FUSION_DEFAULTS, **(knowledge.get("fusion") or {})},
         },
         "tools": {
             "sources": _effective_sources(tools),

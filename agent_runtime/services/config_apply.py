@@ -41,6 +41,8 @@ from agent_runtime.services.providers import (
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools.compiler import CompileResult, compile_spec
 from approvals.services.audit import audit_record
+from knowledge.models import KnowledgeBase
+from knowledge.services.bases import knowledge_base_check_locked, knowledge_base_diff, knowledge_base_upsert
 
 # Columns a config file controls. Token columns are deliberately absent: a Client Token is issued
 # only by ``bailing_client_token`` and never read from or compared with a file.
@@ -91,7 +93,7 @@ _SECRET_FILE_MAX_BYTES = 64 * 1024
 class PlanItem:
     """What applying one config item did (or, in a dry run, would do)."""
 
-    kind: str  # client | provider | route
+    kind: str  # client | provider | knowledge_base | route
     key: str
     action: str  # created | updated | unchanged
     fields: list[str] = field(default_factory=list)  # changed column names, never values
@@ -349,12 +351,15 @@ class _Section:
     diff: Callable[[models.Model | None, dict], list[str]] | None = None
 
 
-# Apply order matches ``agent_runtime.config.CONFIG_SECTIONS``: providers before routes, which name
-# them; knowledge_bases join here when their issue lands.
+# Apply order matches ``agent_runtime.config.CONFIG_SECTIONS``: clients before knowledge bases
+# (writers), providers and knowledge bases before routes, which name them.
 _SECTIONS: dict[str, _Section] = {
     "clients": _Section("client", Client, "app_id", CLIENT_CONFIG_FIELDS, _client_upsert),
     "tool_providers": _Section(
         "provider", ToolProvider, "name", PROVIDER_CONFIG_FIELDS, _provider_upsert, _provider_diff
+    ),
+    "knowledge_bases": _Section(
+        "knowledge_base", KnowledgeBase, "kb_id", (), knowledge_base_upsert, knowledge_base_diff
     ),
     "routes": _Section("route", Route, "route_key", ROUTE_CONFIG_FIELDS, _route_upsert),
 }
@@ -366,6 +371,7 @@ class _NoteContext:
 
     route_keys: set[str]
     provider_names: set[str]
+    kb_ids: set[str]
     before: dict[str, dict[str, models.Model]]
     dry_run: bool
 
@@ -400,6 +406,13 @@ def _notes(kind: str, data: dict, instance: models.Model | None, action: str, ct
         unknown = [source["provider"] for source in sources if source["provider"] not in ctx.provider_names]
         if unknown:
             notes.append("tools.sources names tool providers that do not exist: " + ", ".join(unknown))
+        knowledge = data["knowledge"] or {}
+        kb_ids = knowledge.get("kb_ids") or ([knowledge["kb_id"]] if knowledge.get("kb_id") else [])
+        missing_kbs = [kb_id for kb_id in kb_ids if kb_id not in ctx.kb_ids]
+        if missing_kbs:
+            notes.append("knowledge names knowledge bases that do not exist: " + ", ".join(missing_kbs))
+        return notes
+    if kind == "knowledge_base":
         return notes
     route_keys = ctx.route_keys
     if instance is None or not instance.token_hash:
@@ -434,12 +447,18 @@ def config_apply(*, document: Any, dry_run: bool, actor: Actor) -> ApplyPlan:
         route_keys.update(item["route_key"] for item in sections["routes"])
         provider_names = set(ToolProvider.objects.values_list("name", flat=True))
         provider_names.update(item["name"] for item in sections["tool_providers"])
+        kb_ids = set(KnowledgeBase.objects.values_list("kb_id", flat=True))
+        kb_ids.update(item["kb_id"] for item in sections["knowledge_bases"])
         ctx = _NoteContext(
-            route_keys=route_keys, provider_names=provider_names, before=existing, dry_run=dry_run
+            route_keys=route_keys,
+            provider_names=provider_names,
+            kb_ids=kb_ids,
+            before=existing,
+            dry_run=dry_run,
         )
 
         for name, section in _SECTIONS.items():
-            for data in sections[name]:
+            for i, data in enumerate(sections[name]):
                 key = data[section.key_field]
                 if dry_run:
                     instance = existing[name].get(key)
@@ -447,7 +466,13 @@ def config_apply(*, document: Any, dry_run: bool, actor: Actor) -> ApplyPlan:
                         changed = section.diff(instance, data)
                     else:
                         changed = _changed_fields(instance, data, section.fields)
+                    if section.kind == "knowledge_base" and instance is not None:
+                        knowledge_base_check_locked(changed, path=f"{name}[{i}]")
                     action = "created" if instance is None else ("updated" if changed else "unchanged")
+                elif section.kind == "knowledge_base":
+                    instance, action, changed = knowledge_base_upsert(
+                        data=data, actor=actor, path=f"{name}[{i}]"
+                    )
                 else:
                     instance, action, changed = section.upsert(data=data, actor=actor)
                 plan.items.append(

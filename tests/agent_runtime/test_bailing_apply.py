@@ -20,6 +20,7 @@ from agent_runtime.services.config_apply import client_upsert, config_apply, rou
 from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, looks_like, secret_matches
 from approvals.models import AuditEvent
 from approvals.services.audit import audit_chain_verify
+from knowledge.models import KnowledgeBase
 from tests.factories import ClientFactory
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hub.yaml"
@@ -294,10 +295,10 @@ def test_the_example_file_is_valid_and_idempotent(monkeypatch):
     # The example's tool provider reads its secret from this variable at apply time.
     monkeypatch.setenv("SHOP_ORDERS_TOOL_SECRET", "example-shop-orders-secret")
     lines, _ = _apply(EXAMPLE, "--dry-run")
-    assert lines[-1] == "dry run: 5 created, 0 updated, 0 unchanged; nothing was written"
+    assert lines[-1] == "dry run: 6 created, 0 updated, 0 unchanged; nothing was written"
     _apply(EXAMPLE)
     lines, _ = _apply(EXAMPLE)
-    assert lines[-1] == "applied: 0 created, 0 updated, 5 unchanged"
+    assert lines[-1] == "applied: 0 created, 0 updated, 6 unchanged"
     assert Client.objects.get(app_id="desk-agent").hub_consent is True
     assert (
         Client.objects.get(app_id="shop-agent").agent_authorize_url
@@ -307,6 +308,9 @@ def test_the_example_file_is_valid_and_idempotent(monkeypatch):
         "cancel_order"
     ]
     assert Route.objects.get(route_key="handbook").tools == {}
+    handbook = KnowledgeBase.objects.get(kb_id="staff-handbook")
+    assert list(handbook.writers.values_list("app_id", flat=True)) == ["shop-agent"]
+    assert Route.objects.get(route_key="handbook").knowledge["fusion"]["rrf_k"] == 60
 
 
 # --- Services -----------------------------------------------------------------------------------------

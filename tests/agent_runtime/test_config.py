@@ -603,7 +603,7 @@ def test_agent_workspace_accepts_resource_name_keys():
 
 # --- Documents ----------------------------------------------------------------------------------------
 def test_document_sections_are_optional():
-    assert validate_document({}) == {"clients": [], "tool_providers": [], "routes": []}
+    assert validate_document({}) == {"clients": [], "tool_providers": [], "knowledge_bases": [], "routes": []}
 
 
 @pytest.mark.parametrize(
@@ -666,6 +666,7 @@ EFFECTIVE_DEFAULTS = {
         "inject": "chunk",
         "max_docs": 4,
         "page_boost": False,
+        "fusion": {"method": "rrf", "rrf_k": 60, "lexical_weight": 1.0, "vector_weight": 1.0},
     },
     "tools": {
         "sources": [],

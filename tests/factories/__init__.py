@@ -125,3 +125,44 @@ class ToolProviderFactory(factory.django.DjangoModelFactory):
             provider_spec_store(
                 provider=obj, spec=extracted, result=result, actor_type="system", actor="tests"
             )
+
+
+class KnowledgeBaseFactory(factory.django.DjangoModelFactory):
+    """A knowledge base with the local MiniLM provider (pass ``embedding_provider="none"`` for a
+    lexical-only one) and its statistics row; its HNSW index exists where pgvector does."""
+
+    class Meta:
+        model = "knowledge.KnowledgeBase"
+        skip_postgeneration_save = True
+
+    kb_id = factory.Sequence(lambda n: f"kb-{n}")
+    name = factory.Sequence(lambda n: f"Knowledge base {n}")
+    embedding_provider = "local"
+    embedding_model = "all-MiniLM-L6-v2-onnx-int8"
+    embedding_dim = 384
+
+    @factory.post_generation
+    def prepared(obj, create, extracted, **kwargs):
+        if not create:
+            return
+        from knowledge.models import KnowledgeBaseStats
+        from knowledge.vectors import vector_index_ensure, vector_storage_ready
+
+        KnowledgeBaseStats.objects.get_or_create(kb=obj)
+        if obj.has_embeddings and vector_storage_ready():
+            vector_index_ensure(kb_pk=obj.pk, dim=obj.embedding_dim)
+
+
+def knowledge_document(kb, source_key: str, title: str, content: str, *, index: bool = True, **kwargs):
+    """Put a document through the real service and (by default) index it now, as the worker would."""
+    from agent_runtime.services.clients import Actor
+    from knowledge.services.documents import document_put
+    from knowledge.services.indexing import document_index
+
+    result = document_put(
+        kb=kb, source_key=source_key, title=title, content=content, actor=Actor.system("test"), **kwargs
+    )
+    if index:
+        document_index(document_id=result.document.pk)
+    result.document.refresh_from_db()
+    return result.document

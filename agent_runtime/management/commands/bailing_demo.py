@@ -1,5 +1,6 @@
-"""Seed the demo: roles, the demo administrator, the demo agent client, the Demo Shop tool provider
-and the demo workspace, then refresh the Demo Shop's tool spec.
+"""Seed the demo: roles, the demo administrator, the demo agent client, the Demo Shop tool provider,
+the demo knowledge base and the demo workspace, then refresh the Demo Shop's tool spec and load the
+demo knowledge (examples/demo-knowledge/).
 
 Idempotent: run it any number of times. The administrator's password is generated once, kept in
 ``var/demo-admin-password`` (mode 0600) and printed on every run, so ``make demo`` always tells you
@@ -30,11 +31,43 @@ from agent_runtime.services.clients import Actor
 from agent_runtime.services.config_apply import config_apply
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
 from bailing.roles import ADMINISTRATOR, roles_sync
+from knowledge.models import Document, KnowledgeBase
+from knowledge.services.documents import document_put
+from knowledge.services.indexing import documents_index
 
 DEMO_CONFIG = Path(settings.BASE_DIR) / "examples" / "demo.yaml"
 DEMO_ADMIN = "alice"
 DEMO_PROVIDER = "demo-shop"
 DEMO_TOOL_SECRET = Path(settings.BASE_DIR) / "var" / "demo-tool-secret"
+DEMO_KB = "demo-handbook"
+DEMO_KNOWLEDGE_DIR = Path(settings.BASE_DIR) / "examples" / "demo-knowledge"
+
+
+def _demo_knowledge() -> list[str]:
+    """Load examples/demo-knowledge/*.md into the demo KB and index what changed, in-process (a few
+    seconds), so the demo answers at once even before ``knowledge_worker`` picks anything up."""
+    kb = KnowledgeBase.objects.filter(kb_id=DEMO_KB).first()
+    if kb is None:
+        return [f"  Demo knowledge: knowledge base {DEMO_KB} is not configured."]
+    queued = []
+    for path in sorted(DEMO_KNOWLEDGE_DIR.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        first = text.splitlines()[0] if text else ""
+        title = first.lstrip("#").strip() if first.startswith("# ") else path.stem
+        result = document_put(
+            kb=kb,
+            source_key=f"demo:{path.stem}",
+            title=title,
+            content=text,
+            content_type="markdown",
+            actor=Actor.system("bailing_demo"),
+        )
+        if result.queued:
+            queued.append(result.document.pk)
+    if queued:
+        documents_index(document_ids=queued)
+    ready = Document.objects.filter(kb=kb, status=Document.Status.READY).count()
+    return [f"  Demo knowledge: {ready} document(s) ready in {DEMO_KB} (indexed {len(queued)} now)."]
 
 
 def _ensure_private_file(path: Path, make_value) -> tuple[str, bool]:
@@ -100,6 +133,7 @@ class Command(BaseCommand):
         if provider is not None:
             # After the seed's transactions: a refresh uses the network and must not run inside one.
             outcome = provider_refresh(provider=provider, actor=Actor.system("bailing_demo"))
+        knowledge_lines = _demo_knowledge()
         changed = sum(1 for item in plan.items if item.action != "unchanged")
         line = "=" * 72
         self.stdout.write(
@@ -121,6 +155,7 @@ class Command(BaseCommand):
                     "",
                     f"  Config applied from examples/demo.yaml ({changed} item(s) changed).",
                     *_tools_lines(outcome),
+                    *knowledge_lines,
                     line,
                 ]
             )

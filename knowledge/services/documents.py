@@ -1,0 +1,136 @@
+"""Writing documents: put (create or replace) and delete, shared by every ingestion path.
+
+The push API, the console, ``knowledge_ingest`` and the tests all call :func:`document_put` and
+:func:`document_delete`. A put stores the sanitized text and its revision and *enqueues* the
+document (status ``embedding``); ``knowledge_worker`` indexes it later, so no web request waits for
+embeddings. Unchanged content is not re-embedded: a put whose revision equals the stored one leaves
+a ``ready`` (or still waiting) document alone. A document in ``error`` with the same revision is
+queued again (a retry after, say, the embedding endpoint came back).
+
+Revision = SHA-256 hex of ``title + NUL + sanitized content`` (research §H11). Concurrent puts of the
+same ``(kb, source_key)`` are safe: the row is locked, and two first puts race on the unique index
+(savepoint + re-read); the later one wins as an update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agent_runtime.services.clients import Actor
+from approvals.services.audit import audit_record
+from knowledge.chunking import sanitize_content
+from knowledge.models import Document, KnowledgeBase
+from knowledge.services.indexing import document_chunks_remove, kb_index_lock
+
+# What the sanitizer is told about the input: HTML is always converted, text never, Markdown only
+# when it looks like HTML (upstream converts pasted HTML).
+_HTML_FLAG = {"html": True, "text": False, "markdown": None}
+
+
+def document_revision(title: str, content: str) -> str:
+    return hashlib.sha256(f"{title}\0{content}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PutResult:
+    document: Document
+    created: bool
+    # False when the stored revision already matched (nothing re-queued).
+    queued: bool
+
+
+def document_put(
+    *,
+    kb: KnowledgeBase,
+    source_key: str,
+    title: str,
+    content: str,
+    content_type: str = "markdown",
+    metadata: dict[str, Any] | None = None,
+    actor: Actor,
+) -> PutResult:
+    """Create or replace the document ``source_key`` of ``kb`` and queue it for indexing.
+
+    Inputs are validated by the caller (API serializer, console form, command): ``source_key``
+    pattern, title length, content size. The content is sanitized here; the revision covers the
+    sanitized text, which is what chunks are cut from and what reads serve.
+    """
+    text = sanitize_content(content, html=_HTML_FLAG[content_type])
+    revision = document_revision(title, text)
+    metadata = metadata or {}
+    now = timezone.now()
+    with transaction.atomic():
+        document = Document.objects.select_for_update().filter(kb=kb, source_key=source_key).first()
+        created = False
+        if document is None:
+            try:
+                with transaction.atomic():
+                    document = Document.objects.create(
+                        kb=kb,
+                        source_key=source_key,
+                        title=title,
+                        content=text,
+                        content_type=content_type,
+                        metadata=metadata,
+                        revision=revision,
+                        enqueued_at=now,
+                        created_by=f"{actor.type}:{actor.name}"[:160],
+                    )
+                created = True
+            except IntegrityError:
+                document = Document.objects.select_for_update().get(kb=kb, source_key=source_key)
+        if not created:
+            same = document.revision == revision
+            if same and document.status != Document.Status.ERROR:
+                if document.metadata != metadata or document.content_type != content_type:
+                    document.metadata = metadata
+                    document.content_type = content_type
+                    document.save(update_fields=["metadata", "content_type", "updated_at"])
+                return PutResult(document=document, created=False, queued=False)
+            document.title = title
+            document.content = text
+            document.content_type = content_type
+            document.metadata = metadata
+            document.revision = revision
+            document.status = Document.Status.EMBEDDING
+            document.error = ""
+            document.attempts = 0
+            document.lease_until = None
+            document.enqueued_at = now
+            document.save()
+        audit_record(
+            action="knowledge.document.created" if created else "knowledge.document.updated",
+            actor_type=actor.type,
+            actor=actor.name,
+            client_app_id=actor.name if actor.type == "client" else "",
+            target_type="knowledge_document",
+            target_id=f"{kb.kb_id}/{source_key}",
+            data={"kb_id": kb.kb_id, "source_key": source_key, "revision": revision, "chars": len(text)},
+        )
+    return PutResult(document=document, created=created, queued=True)
+
+
+def document_delete(*, kb: KnowledgeBase, source_key: str, actor: Actor) -> bool:
+    """Delete a document with its chunks, postings and vectors. Returns False when it did not exist."""
+    with transaction.atomic():
+        document = Document.objects.select_for_update().filter(kb=kb, source_key=source_key).first()
+        if document is None:
+            return False
+        kb_index_lock(kb.pk)
+        document_chunks_remove(document=document)
+        document.delete()
+        audit_record(
+            action="knowledge.document.deleted",
+            actor_type=actor.type,
+            actor=actor.name,
+            client_app_id=actor.name if actor.type == "client" else "",
+            target_type="knowledge_document",
+            target_id=f"{kb.kb_id}/{source_key}",
+            data={"kb_id": kb.kb_id, "source_key": source_key},
+        )
+    return True

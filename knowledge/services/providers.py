@@ -1,0 +1,63 @@
+"""The embedding provider of a knowledge base (locked at creation: local, openai or none).
+
+The local MiniLM provider is shared per process (the ONNX session is loaded once). An
+OpenAI-compatible provider is built from the KB's ``embedding_config``; its API key is read from the
+environment variable or file the config names, at use time, and never stored or logged.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from knowledge.embeddings import (
+    EmbeddingConfigError,
+    EmbeddingProvider,
+    LocalMiniLMProvider,
+    OpenAICompatibleProvider,
+)
+from knowledge.models import KnowledgeBase
+
+_LOCAL: LocalMiniLMProvider | None = None
+_LOCAL_LOCK = threading.Lock()
+
+
+def local_provider() -> LocalMiniLMProvider:
+    global _LOCAL
+    with _LOCAL_LOCK:
+        if _LOCAL is None:
+            threads = int(os.environ.get("BAILING_EMBEDDING_THREADS", "0") or 0)
+            _LOCAL = LocalMiniLMProvider(threads=threads or None)
+        return _LOCAL
+
+
+def _api_key(config: dict) -> str:
+    if config.get("secret_env"):
+        return os.environ.get(config["secret_env"], "")
+    if config.get("secret_file"):
+        try:
+            return Path(config["secret_file"]).read_text(encoding="utf-8").strip()
+        except OSError:
+            raise EmbeddingConfigError("the embedding secret_file cannot be read") from None
+    return ""
+
+
+def embedding_provider_for(kb: KnowledgeBase) -> EmbeddingProvider | None:
+    """The provider that embeds ``kb``'s chunks and queries; ``None`` for a lexical-only KB.
+
+    Raises ``EmbeddingConfigError`` when an OpenAI-compatible KB cannot be configured (e.g. its
+    secret file is unreadable); callers treat that as the vector lane failing.
+    """
+    if kb.embedding_provider == KnowledgeBase.EmbeddingProvider.NONE:
+        return None
+    if kb.embedding_provider == KnowledgeBase.EmbeddingProvider.LOCAL:
+        return local_provider()
+    config = kb.embedding_config or {}
+    return OpenAICompatibleProvider(
+        base_url=config.get("base_url", ""),
+        api_key=_api_key(config),
+        model=kb.embedding_model,
+        dimension=kb.embedding_dim,
+        timeout=float(config.get("timeout_seconds", 30)),
+    )

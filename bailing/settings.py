@@ -222,3 +222,5 @@ AGENT_AUTH_CREATE_LIMIT = 10
 AGENT_AUTH_CREATE_WINDOW = 60
 # last_seen_at is touched at most this often per session, so reads stay reads.
 AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=60)
+# Threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: all cores).
+BAILING_EMBEDDING_THREADS = env.int("BAILING_EMBEDDING_THREADS", default=0)

@@ -11,6 +11,8 @@ import os
 import threading
 from pathlib import Path
 
+from django.conf import settings
+
 from knowledge.embeddings import (
     EmbeddingConfigError,
     EmbeddingProvider,
@@ -27,8 +29,7 @@ def local_provider() -> LocalMiniLMProvider:
     global _LOCAL
     with _LOCAL_LOCK:
         if _LOCAL is None:
-            threads = int(os.environ.get("BAILING_EMBEDDING_THREADS", "0") or 0)
-            _LOCAL = LocalMiniLMProvider(threads=threads or None)
+            _LOCAL = LocalMiniLMProvider(threads=settings.BAILING_EMBEDDING_THREADS or None)
         return _LOCAL
 
 

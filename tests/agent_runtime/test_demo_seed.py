@@ -1,4 +1,5 @@
-"""The demo seed is idempotent and leaves a working administrator, agent client and workspace."""
+"""The demo seed is idempotent and leaves a working administrator, agent client, workspace and
+knowledge base."""
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -6,6 +7,7 @@ from django.core.management import call_command
 
 from agent_runtime.models import Client, Route
 from agent_runtime.services.workspaces import workspace_profile
+from knowledge.models import Document, KnowledgeBase
 
 pytestmark = pytest.mark.django_db
 
@@ -25,3 +27,18 @@ def test_demo_seed_is_idempotent_and_complete(capsys):
     assert client.hub_consent and client.allows_route("demo")
     profile = workspace_profile(Route.objects.get(route_key="demo"))
     assert profile["profile"]["governance"]["permission"] == "readwrite"
+    # Demo knowledge: every file indexed on the first run (lexically and with vectors), nothing
+    # re-embedded on the second.
+    kb = KnowledgeBase.objects.get(kb_id="demo-handbook")
+    documents = Document.objects.filter(kb=kb)
+    assert sorted(documents.values_list("source_key", flat=True)) == [
+        "demo:cancellations",
+        "demo:refunds",
+        "demo:returns-zh",
+        "demo:shipping",
+    ]
+    assert set(documents.values_list("status", flat=True)) == {"ready"}
+    assert "4 document(s) ready in demo-handbook (indexed 4 now)" in first
+    assert "4 document(s) ready in demo-handbook (indexed 0 now)" in second
+    assert documents.get(source_key="demo:refunds").title == "Refund policy"
+    assert Route.objects.get(route_key="demo").knowledge["kb_id"] == "demo-handbook"

@@ -419,3 +419,24 @@ class VisibleMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.direction} message {self.external_message_id}"
+
+
+class ClientRateWindow(models.Model):
+    """Requests a client made in one fixed minute (its shared ``rate_limit_per_min`` bucket).
+
+    One row per (client, window start), incremented with a single ``INSERT … ON CONFLICT DO UPDATE …
+    RETURNING`` so every process and every worker shares one exact count. Old windows are deleted
+    opportunistically (see ``agent_runtime.services.rate_limits``).
+    """
+
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="+")
+    window_start = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["client", "window_start"], name="client_rate_window_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.client_id}@{self.window_start:%H:%M}: {self.count}"

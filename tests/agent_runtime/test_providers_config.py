@@ -175,8 +175,8 @@ def test_inline_specs_must_be_json(spec, path):
     assert _error({**PROVIDER, "spec_source": "inline", "spec": spec}).path == path
 
 
-def test_documents_have_a_tool_providers_section_between_clients_and_routes():
-    assert list(validate_document({})) == ["clients", "tool_providers", "routes"]
+def test_documents_apply_clients_providers_knowledge_bases_then_routes():
+    assert list(validate_document({})) == ["clients", "tool_providers", "knowledge_bases", "routes"]
     with pytest.raises(ConfigError) as info:
         validate_document({"tool_providers": [PROVIDER, {**PROVIDER, "description": "again"}]})
     assert info.value.path == "tool_providers[1].name"

@@ -1,0 +1,14 @@
+"""``/kb/`` URLs of the knowledge push API (mounted by ``bailing.urls``).
+
+``source_key`` is captured as a path so that a key with a slash reaches the view and is answered
+400 ``invalid_request`` (the key pattern), rather than an unexplained 404.
+"""
+
+from django.urls import path
+
+from knowledge.api.push_views import DocumentApi, DocumentListApi
+
+urlpatterns = [
+    path("<str:kb_id>/docs", DocumentListApi.as_view(), name="knowledge-push-docs"),
+    path("<str:kb_id>/docs/<path:source_key>", DocumentApi.as_view(), name="knowledge-push-doc"),
+]

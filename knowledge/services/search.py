@@ -1,0 +1,572 @@
+"""Hybrid knowledge retrieval: a BM25 lexical lane, a pgvector lane, rank fusion and freshness.
+
+Lanes (per knowledge base)
+    ``lexical`` (spec name ``text``)
+        BM25 computed in SQL from the inverted index the indexer writes (``knowledge_posting`` with
+        ``tf`` and the chunk length ``dl``, ``knowledge_termstat.df``, ``knowledge_knowledgebasestats``
+        for N and the average length). The query is analysed exactly like the chunks: Han runs are
+        segmented (:func:`knowledge.lexical.lexical_query`) and the terms go through
+        ``to_tsvector('english', …)``, so stemming and stop words match the index. OR semantics: a
+        chunk scores for every query lexeme it contains. Each lexeme's posting list is read in impact
+        order (high ``tf``, then short chunk first) through the covering index
+        ``knowledge_posting_impact`` and cut at :data:`POSTINGS_PER_TERM` rows: exact BM25 for every
+        lexeme that occurs in fewer chunks than that, an impact-ordered approximation for very common
+        lexemes (whose IDF, and so whose weight, is small anyway). One statement per KB.
+    ``vector`` (spec name ``vector``)
+        The query is embedded with the KB's own provider (a vector of one model means nothing next
+        to another's) and searched in the KB's partial HNSW cosine index: the statement repeats the
+        index's ``embedding::vector(<dim>)`` cast and ``kb_id = <pk>`` predicate, and
+        ``hnsw.ef_search`` is raised to the candidate depth so the index can return that many.
+        Score = cosine similarity = 1 − cosine distance; ``min_score`` filters this lane only (a
+        BM25 score has no fixed scale to put a threshold on).
+
+Fusion (``fusion`` = the route's ``knowledge.fusion``, defaults in ``FUSION_DEFAULTS``)
+    ``rrf``         score = Σ over lanes of ``weight / (rrf_k + rank)``; rank is 1-based in the lane.
+    ``normalized``  each lane's scores are min-max normalised over the KB's candidates (a single
+                    candidate, or equal scores, normalise to 1) and summed with the lane weights.
+    A lane whose weight is 0 is not run. Fusion happens within each KB; KBs are then merged by fused
+    score. RRF scores depend only on ranks, so they are comparable across KBs; raw BM25 and cosine
+    scores are not (BM25 depends on each KB's statistics, cosine on each KB's model), which is why
+    they are reported per lane but never merged directly. Ties break on ``kb_id`` then chunk id, so
+    equal inputs always give the same order. Scores are ranking scores, not probabilities.
+
+Freshness (research §F.2 K26)
+    Every candidate is re-read before it is returned: its document must be ``ready`` with the
+    revision the chunk was cut from, the chunk's KB must be one of the searched KBs and still
+    enabled, and the stored chunk text must still equal ``document.content[char_start:char_end]``.
+    Stale candidates are dropped and later ones fill the gap (each lane fetches more candidates
+    than ``limit`` for this reason).
+
+Status and degradation (research §H8)
+    ``disabled``     nothing to search (no KB configured, or every configured KB disabled).
+    ``ok``           every source was searched (zero hits included). Searching lexically because
+                     pgvector is missing (``vector_extension_missing``) or a KB embeds with provider
+                     ``none`` (``embedding_provider_none:<kb>``) is a configured degradation: still
+                     ``ok``, with ``mode`` ``lexical`` and the reason in ``degraded``.
+    ``partial``      at least one source failed and at least one was searched. Failures: a KB that
+                     does not exist (``kb_missing:<kb>``), a database error in a KB's lanes
+                     (``kb_failed:<kb>``; its hits are dropped), a query embedding that failed
+                     (``embedding_failed:<kb>``; the KB still answers lexically).
+    ``unavailable``  every source failed. Never an empty ``ok`` when retrieval failed.
+
+Each KB's lanes run in one savepoint with a statement timeout; the savepoint is always rolled back
+(the lanes only read), so the ``SET LOCAL`` settings never leak into the caller's transaction and a
+database error in one KB cannot abort the others. Logs name the KB and the error class only, never
+SQL, the query text or document text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.db import DatabaseError, connection, transaction
+
+from agent_runtime.config import FUSION_DEFAULTS
+from knowledge.embeddings import EmbeddingConfigError, EmbeddingError
+from knowledge.lexical import TS_CONFIG, lexical_query
+from knowledge.models import Document, KnowledgeBase
+from knowledge.services.providers import embedding_provider_for
+from knowledge.services.scope import KnowledgeScope
+from knowledge.vectors import VECTOR_TABLE, register, vector_storage_ready
+
+logger = logging.getLogger(__name__)
+
+# BM25 parameters. k1 (term-frequency saturation) and b (length normalisation) as in the Anserini
+# BM25 baseline the eval reference uses; re-check with ``knowledge_eval --split dev`` before changing.
+BM25_K1 = 0.9
+BM25_B = 0.4
+# Rows read per query lexeme from its impact-ordered posting list (see the module docstring).
+POSTINGS_PER_TERM = 2000
+# Candidates fetched per lane and KB when the caller does not say: enough to refill after stale
+# hits and to give fusion overlap to work with, small enough to keep a query in milliseconds.
+DEFAULT_CANDIDATES = 50
+# pgvector's upper bound for hnsw.ef_search, and so for what one HNSW scan returns.
+MAX_CANDIDATES = 1000
+# Below pgvector's default ef_search (40) recall drops sharply even for small result sets.
+MIN_EF_SEARCH = 40
+# Embedding windows truncate long input anyway; this bounds what is tokenised and sent.
+QUERY_MAX_CHARS = 4000
+# A KB's lanes must not hold a connection for long; a timeout marks that KB failed.
+LANE_STATEMENT_TIMEOUT_MS = 5000
+
+LANE_LEXICAL = "lexical"
+LANE_VECTOR = "vector"
+LANES = (LANE_LEXICAL, LANE_VECTOR)
+# Spec names of the lanes in ``Hit.retrievers`` (knowledge-mcp-tools: ``["vector", "text"]``).
+_RETRIEVER_NAMES = {LANE_VECTOR: "vector", LANE_LEXICAL: "text"}
+
+STATUS_OK = "ok"
+STATUS_PARTIAL = "partial"
+STATUS_UNAVAILABLE = "unavailable"
+STATUS_DISABLED = "disabled"
+
+KB_OK = "ok"
+KB_LEXICAL_ONLY = "lexical_only"
+KB_FAILED = "failed"
+KB_MISSING = "missing"
+
+
+class _FromScope:
+    """Sentinel type: take ``min_score`` from the scope's configuration."""
+
+    def __repr__(self) -> str:
+        return "FROM_SCOPE"
+
+
+FROM_SCOPE: Any = _FromScope()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One returned chunk, re-checked against the current document (see Freshness)."""
+
+    chunk_id: int
+    document_id: int
+    kb_id: str
+    source_key: str
+    seq: int
+    title: str
+    content: str  # exact current chunk text
+    revision: str  # document revision
+    score: float  # fused score (not a probability)
+    lexical_rank: int | None  # 1-based rank in its KB's lexical lane
+    lexical_score: float | None  # BM25
+    vector_rank: int | None  # 1-based rank in its KB's vector lane
+    vector_score: float | None  # cosine similarity
+    retrievers: tuple[str, ...]  # spec lane names that found it: "vector", "text"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    status: str  # "ok" | "partial" | "unavailable" | "disabled"
+    hits: list[Hit]  # best first, at most ``limit``
+    # "hybrid" | "lexical" | "vector" (only when the caller asked for that lane alone) | "none"
+    mode: str
+    degraded: list[str]  # stable reason codes, see the module docstring
+    kb_status: dict[str, str]  # kb_id -> "ok" | "lexical_only" | "failed" | "missing"
+
+
+@dataclass
+class _Candidate:
+    chunk_id: int
+    kb: KnowledgeBase
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    score: float = 0.0
+
+
+@dataclass
+class _KbOutcome:
+    kb: KnowledgeBase
+    status: str = KB_OK
+    lanes_run: set[str] = field(default_factory=set)
+    degraded: list[str] = field(default_factory=list)
+    # The KB answered but one requested source failed (an embedding error): makes the search partial.
+    failure: bool = False
+    candidates: list[_Candidate] = field(default_factory=list)
+
+
+def knowledge_search(
+    *,
+    scope: KnowledgeScope,
+    query: str,
+    limit: int | None = None,
+    min_score: float | Any | None = FROM_SCOPE,
+) -> SearchResult:
+    """Search a route's knowledge scope with its ``top_k``, ``min_score`` and ``fusion`` settings.
+
+    ``limit`` and ``min_score`` override the scope's values (``min_score=None``: no threshold).
+    Disabled KBs are not in ``scope.bases`` and are not failures; ``scope.missing`` KBs are.
+    """
+    config = scope.config
+    if not scope.configured:
+        return _disabled()
+    return knowledge_search_bases(
+        bases=list(scope.bases),
+        query=query,
+        limit=config["top_k"] if limit is None else limit,
+        min_score=config["min_score"] if min_score is FROM_SCOPE else min_score,
+        fusion={**FUSION_DEFAULTS, **(config.get("fusion") or {})},
+        missing=list(scope.missing),
+    )
+
+
+def knowledge_search_bases(
+    *,
+    bases: list[KnowledgeBase],
+    query: str,
+    limit: int,
+    min_score: float | None,
+    fusion: dict[str, Any],
+    missing: Sequence[str] = (),
+    lanes: tuple[str, ...] = LANES,
+    candidates: int | None = None,
+) -> SearchResult:
+    """Search ``bases`` (enabled KBs) for ``query`` and return at most ``limit`` fresh hits.
+
+    ``missing`` names configured KBs that do not exist (failed sources). ``lanes`` picks the lanes
+    (the eval runs each alone); a requested vector lane that cannot run for a KB degrades that KB to
+    lexical. ``candidates`` is the depth of each lane per KB (default :data:`DEFAULT_CANDIDATES`,
+    at least ``limit``, at most :data:`MAX_CANDIDATES`). ``min_score`` (cosine) filters the vector
+    lane only; ``None`` means no threshold. Raises ``ValueError`` for a blank query, a ``limit``
+    below 1 or an unknown lane — callers validate user input before calling.
+    """
+    text = query.strip()[:QUERY_MAX_CHARS] if isinstance(query, str) else ""
+    if not text:
+        raise ValueError("query must be a non-empty string")
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    if not lanes or any(lane not in LANES for lane in lanes):
+        raise ValueError("unknown retrieval lane")
+    if not bases and not missing:
+        return _disabled()
+    settings = {**FUSION_DEFAULTS, **fusion}
+    depth = min(max(candidates or DEFAULT_CANDIDATES, limit), MAX_CANDIDATES)
+    weights = {LANE_LEXICAL: float(settings["lexical_weight"]), LANE_VECTOR: float(settings["vector_weight"])}
+    wanted = tuple(lane for lane in lanes if weights[lane] > 0)
+
+    degraded: list[str] = []
+    vector_ready = LANE_VECTOR in wanted and vector_storage_ready()
+    if LANE_VECTOR in wanted and not vector_ready:
+        degraded.append("vector_extension_missing")
+    # The lexical lane's text: the query's terms (Han runs segmented), analysed by to_tsvector in SQL.
+    lexical_text = " ".join(lexical_query(text)) if LANE_LEXICAL in wanted else None
+
+    query_vectors: dict[tuple, np.ndarray | Exception] = {}
+    outcomes = [
+        _kb_plan(kb, wanted=wanted, vector_ready=vector_ready, query=text, vectors=query_vectors)
+        for kb in bases
+    ]
+    for outcome, vector in outcomes:
+        if outcome.status != KB_FAILED:
+            _kb_search(
+                outcome,
+                lexical_text=lexical_text,
+                vector=vector,
+                depth=depth,
+                min_score=min_score,
+            )
+            _fuse(outcome, method=settings["method"], rrf_k=int(settings["rrf_k"]), weights=weights)
+    results = [outcome for outcome, _ in outcomes]
+
+    merged = sorted(
+        (candidate for outcome in results for candidate in outcome.candidates),
+        key=lambda c: (-c.score, c.kb.kb_id, c.chunk_id),
+    )
+    hits, fresh_failed = _fresh_hits(merged, bases=bases, limit=limit)
+    if fresh_failed:
+        for outcome in results:
+            if outcome.status != KB_FAILED:
+                outcome.status = KB_FAILED
+                outcome.degraded.append(f"kb_failed:{outcome.kb.kb_id}")
+
+    kb_status: dict[str, str] = {}
+    searched = failed = 0
+    lanes_run: set[str] = set()
+    for outcome in results:
+        kb_status[outcome.kb.kb_id] = outcome.status
+        degraded.extend(outcome.degraded)
+        if outcome.status == KB_FAILED:
+            failed += 1
+            continue
+        searched += 1
+        failed += int(outcome.failure)
+        lanes_run |= outcome.lanes_run
+    for kb_id in missing:
+        kb_status[kb_id] = KB_MISSING
+        degraded.append(f"kb_missing:{kb_id}")
+        failed += 1
+
+    if not failed:
+        status = STATUS_OK
+    elif searched:
+        status = STATUS_PARTIAL
+    else:
+        status = STATUS_UNAVAILABLE
+    return SearchResult(
+        status=status,
+        hits=hits if searched else [],
+        mode=_mode(lanes_run),
+        degraded=degraded,
+        kb_status=kb_status,
+    )
+
+
+def _disabled() -> SearchResult:
+    return SearchResult(status=STATUS_DISABLED, hits=[], mode="none", degraded=[], kb_status={})
+
+
+def _mode(lanes_run: set[str]) -> str:
+    if lanes_run == {LANE_LEXICAL, LANE_VECTOR}:
+        return "hybrid"
+    if lanes_run == {LANE_LEXICAL}:
+        return "lexical"
+    if lanes_run == {LANE_VECTOR}:
+        return "vector"
+    return "none"
+
+
+def _provider_key(kb: KnowledgeBase) -> tuple[str, str, int, str]:
+    """KBs with the same provider settings share one query embedding per search."""
+    config = kb.embedding_config or {}
+    return (kb.embedding_provider, kb.embedding_model, kb.embedding_dim, repr(sorted(config.items())))
+
+
+def _kb_plan(
+    kb: KnowledgeBase,
+    *,
+    wanted: tuple[str, ...],
+    vector_ready: bool,
+    query: str,
+    vectors: dict[tuple, np.ndarray | Exception],
+) -> tuple[_KbOutcome, np.ndarray | None]:
+    """Decide which lanes run for ``kb`` and embed the query for its vector lane (outside any
+    transaction: embedding may call the network)."""
+    outcome = _KbOutcome(kb=kb)
+    vector: np.ndarray | None = None
+    if LANE_VECTOR in wanted:
+        if not kb.has_embeddings:
+            outcome.degraded.append(f"embedding_provider_none:{kb.kb_id}")
+        elif vector_ready:
+            vector = _query_vector(kb, query, vectors)
+            if vector is None:
+                outcome.degraded.append(f"embedding_failed:{kb.kb_id}")
+                outcome.failure = True
+    if vector is None and LANE_VECTOR in wanted:
+        if LANE_LEXICAL not in wanted:
+            # Nothing this KB can answer with.
+            outcome.status = KB_FAILED
+            outcome.failure = False
+            return outcome, None
+        outcome.status = KB_LEXICAL_ONLY
+    return outcome, vector
+
+
+def _query_vector(
+    kb: KnowledgeBase,
+    query: str,
+    cache: dict[tuple, np.ndarray | Exception],
+) -> np.ndarray | None:
+    key = _provider_key(kb)
+    if key not in cache:
+        try:
+            provider = embedding_provider_for(kb)
+            if provider is None:
+                raise EmbeddingConfigError("no embedding provider")
+            rows = provider.embed([query])
+            if rows.shape != (1, kb.embedding_dim):
+                raise EmbeddingError("embedding_dimension_mismatch")
+            cache[key] = np.asarray(rows[0], dtype=np.float32)
+        except (EmbeddingError, EmbeddingConfigError) as exc:
+            logger.warning(
+                "knowledge search: query embedding failed for kb %s (%s)",
+                kb.kb_id,
+                getattr(exc, "code", type(exc).__name__),
+            )
+            cache[key] = exc
+    value = cache[key]
+    return value if isinstance(value, np.ndarray) else None
+
+
+_LEXICAL_SQL = f"""
+WITH stats AS (
+    SELECT chunks::float8 AS n, greatest(tokens::float8 / greatest(chunks, 1), 1.0) AS avgdl
+    FROM knowledge_knowledgebasestats WHERE kb_id = %(kb)s
+), terms AS (
+    SELECT t.term, ln(1.0 + (s.n - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM (SELECT lexeme FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %(text)s))) AS q(term)
+    JOIN knowledge_termstat t ON t.kb_id = %(kb)s AND t.term = q.term
+    CROSS JOIN stats s
+    WHERE t.df > 0
+)
+SELECT p.chunk_id,
+       sum(terms.idf * p.tf * (%(k1)s + 1.0)
+           / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.dl / s.avgdl))) AS score
+FROM terms
+CROSS JOIN stats s
+CROSS JOIN LATERAL (
+    SELECT chunk_id, tf, dl FROM knowledge_posting
+    WHERE kb_id = %(kb)s AND term = terms.term
+    ORDER BY tf DESC, dl
+    LIMIT %(per_term)s
+) p
+GROUP BY p.chunk_id
+ORDER BY score DESC, p.chunk_id
+LIMIT %(depth)s
+"""  # noqa: S608 - only the module constant TS_CONFIG is interpolated; values are bound parameters
+
+
+def _vector_sql(kb: KnowledgeBase) -> str:
+    """The vector lane's statement for ``kb``: the literal cast and predicate of its partial index."""
+    dim, pk = int(kb.embedding_dim), int(kb.pk)
+    return (
+        f"SELECT chunk_id, embedding::vector({dim}) <=> %s AS distance FROM {VECTOR_TABLE} "  # noqa: S608
+        f"WHERE kb_id = {pk} ORDER BY distance LIMIT %s"
+    )
+
+
+def _kb_search(
+    outcome: _KbOutcome,
+    *,
+    lexical_text: str | None,
+    vector: np.ndarray | None,
+    depth: int,
+    min_score: float | None,
+) -> None:
+    """Run ``outcome.kb``'s lanes in one always-rolled-back savepoint; a database error fails the KB."""
+    kb = outcome.kb
+    lexical: list[tuple[int, float]] = []
+    nearest: list[tuple[int, float]] = []
+    try:
+        if vector is not None:
+            register()  # before the cursor is opened: it copies the connection's adapters
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true)",
+                [str(LANE_STATEMENT_TIMEOUT_MS), str(max(depth, MIN_EF_SEARCH))],
+            )
+            if lexical_text:
+                cursor.execute(
+                    _LEXICAL_SQL,
+                    {
+                        "kb": kb.pk,
+                        "text": lexical_text,
+                        "k1": BM25_K1,
+                        "b": BM25_B,
+                        "per_term": POSTINGS_PER_TERM,
+                        "depth": depth,
+                    },
+                )
+                lexical = [(int(chunk_id), float(score)) for chunk_id, score in cursor.fetchall()]
+            if vector is not None:
+                cursor.execute(_vector_sql(kb), [vector, depth])
+                # HNSW order is approximate; re-sort so near-ties always come out the same way.
+                rows = sorted((float(distance), int(chunk_id)) for chunk_id, distance in cursor.fetchall())
+                nearest = [(chunk_id, 1.0 - distance) for distance, chunk_id in rows]
+            # The lanes only read: rolling back undoes the SET LOCALs instead of leaking them.
+            transaction.set_rollback(True)
+    except DatabaseError as exc:
+        logger.warning("knowledge search: kb %s failed (%s)", kb.kb_id, type(exc).__name__)
+        outcome.status = KB_FAILED
+        outcome.failure = False
+        outcome.degraded.append(f"kb_failed:{kb.kb_id}")
+        return
+    if lexical_text is not None:
+        outcome.lanes_run.add(LANE_LEXICAL)
+    if vector is not None:
+        outcome.lanes_run.add(LANE_VECTOR)
+    found: dict[int, _Candidate] = {}
+    for rank, (chunk_id, score) in enumerate(lexical, start=1):
+        found[chunk_id] = _Candidate(chunk_id=chunk_id, kb=kb, lexical_rank=rank, lexical_score=score)
+    if min_score is not None:
+        # Sorted by distance, so this keeps a prefix: ranks stay 1..n among the kept candidates.
+        nearest = [(chunk_id, cosine) for chunk_id, cosine in nearest if cosine >= min_score]
+    for rank, (chunk_id, cosine) in enumerate(nearest, start=1):
+        candidate = found.setdefault(chunk_id, _Candidate(chunk_id=chunk_id, kb=kb))
+        candidate.vector_rank = rank
+        candidate.vector_score = cosine
+    outcome.candidates = list(found.values())
+
+
+def _fuse(outcome: _KbOutcome, *, method: str, rrf_k: int, weights: dict[str, float]) -> None:
+    """Give each of the KB's candidates its fused score (see Fusion in the module docstring)."""
+    candidates = outcome.candidates
+    if method == "normalized":
+        lexical = _normaliser([c.lexical_score for c in candidates if c.lexical_score is not None])
+        vector = _normaliser([c.vector_score for c in candidates if c.vector_score is not None])
+        for c in candidates:
+            c.score = (weights[LANE_LEXICAL] * lexical(c.lexical_score)) + (
+                weights[LANE_VECTOR] * vector(c.vector_score)
+            )
+        return
+    for c in candidates:
+        score = 0.0
+        if c.lexical_rank is not None:
+            score += weights[LANE_LEXICAL] / (rrf_k + c.lexical_rank)
+        if c.vector_rank is not None:
+            score += weights[LANE_VECTOR] / (rrf_k + c.vector_rank)
+        c.score = score
+
+
+def _normaliser(scores: list[float]):
+    """Min-max normalisation over one lane's candidates; absent from the lane counts 0."""
+    low = min(scores, default=0.0)
+    span = max(scores, default=0.0) - low
+
+    def normalise(value: float | None) -> float:
+        if value is None:
+            return 0.0
+        return (value - low) / span if span > 0 else 1.0
+
+    return normalise
+
+
+_FRESH_SQL = """
+SELECT c.id, c.document_id, c.seq, c.content, d.source_key, d.title, d.revision
+FROM knowledge_chunk c
+JOIN knowledge_document d ON d.id = c.document_id AND d.kb_id = c.kb_id
+JOIN knowledge_knowledgebase kb ON kb.id = c.kb_id
+WHERE c.id = ANY(%s)
+  AND c.kb_id = ANY(%s)
+  AND kb.enabled
+  AND d.status = %s
+  AND c.revision = d.revision
+  AND c.content = substr(d.content, c.char_start + 1, c.char_end - c.char_start)
+"""
+
+
+def _fresh_hits(
+    merged: list[_Candidate], *, bases: list[KnowledgeBase], limit: int
+) -> tuple[list[Hit], bool]:
+    """The first ``limit`` candidates that pass the freshness check, as hits; and whether the check
+    itself failed (a database error: then nothing can be served)."""
+    if not merged:
+        return [], False
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                _FRESH_SQL,
+                [[c.chunk_id for c in merged], [kb.pk for kb in bases], Document.Status.READY],
+            )
+            rows = {row[0]: row for row in cursor.fetchall()}
+    except DatabaseError as exc:
+        logger.warning("knowledge search: freshness check failed (%s)", type(exc).__name__)
+        return [], True
+    hits: list[Hit] = []
+    for candidate in merged:
+        row = rows.get(candidate.chunk_id)
+        if row is None:
+            continue
+        _, document_id, seq, content, source_key, title, revision = row
+        retrievers = tuple(
+            _RETRIEVER_NAMES[lane]
+            for lane, rank in ((LANE_VECTOR, candidate.vector_rank), (LANE_LEXICAL, candidate.lexical_rank))
+            if rank is not None
+        )
+        hits.append(
+            Hit(
+                chunk_id=candidate.chunk_id,
+                document_id=document_id,
+                kb_id=candidate.kb.kb_id,
+                source_key=source_key,
+                seq=seq,
+                title=title,
+                content=content,
+                revision=revision,
+                score=candidate.score,
+                lexical_rank=candidate.lexical_rank,
+                lexical_score=candidate.lexical_score,
+                vector_rank=candidate.vector_rank,
+                vector_score=candidate.vector_score,
+                retrievers=retrievers,
+            )
+        )
+        if len(hits) == limit:
+            break
+    return hits, False

@@ -1,6 +1,6 @@
 """Agent API v1 routes (/agent-api/v1/)."""
 
-from django.urls import path
+from django.urls import include, path
 
 from agent_runtime.api import runtime_views, views
 
@@ -12,6 +12,7 @@ urlpatterns = [
         views.CapabilitySearchApi.as_view(),
         name="agent-capability-search",
     ),
+    path("workspaces/<str:route>/knowledge/", include("knowledge.api.agent_urls")),
     path("tools", views.ToolCatalogApi.as_view(), name="agent-tool-catalog"),
     path("tools/<str:name>", views.ToolDetailApi.as_view(), name="agent-tool-detail"),
     # Agent Client Runtime turns and runs (agent_runtime.api.runtime_views).

@@ -43,12 +43,12 @@ from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256
 from bailing.api.limits import compact_json_utf8_bytes
 from bailing.api.timefmt import utc_iso
+from knowledge.services import agent_knowledge
+from knowledge.services.scope import KnowledgeScope, knowledge_scope
+from knowledge.services.search import SearchResult
 
 TURN_SCHEMA = "bailing.agent-turn-context.v1"
 COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"
-KNOWLEDGE_DELIVERY_SCHEMA = "bailing.agent-knowledge-delivery.v1"
-KNOWLEDGE_PROTOCOL = "bailing.agent-knowledge.v1"
-KNOWLEDGE_SCOPE_SCHEMA = "bailing.agent-knowledge-scope.v1"
 TASK_CONTROL_CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
 
 # Raw JSON body budget of ``turns`` and ``complete`` (spec: 512 KiB).
@@ -79,32 +79,22 @@ def turn_query(data: dict[str, Any]) -> str:
     return f"{hint}\n{data['user_input']}" if hint else data["user_input"]
 
 
-def knowledge_scope_revision(*, route: Route, effective: dict[str, Any]) -> str:
-    """Revision of the route's knowledge configuration (research §H10, interim).
+def _turn_knowledge_retrieve(
+    *, route: Route, effective: dict[str, Any], data: dict[str, Any]
+) -> tuple[KnowledgeScope, agent_knowledge.InlineKnowledge | SearchResult]:
+    """Retrieve the turn's knowledge before the run's transaction opens (embedding a query may call
+    the network; no row lock is held meanwhile).
 
-    The knowledge issue owns this definition (it will add each knowledge base's state); until then
-    it binds the route key and the effective knowledge settings.
+    Legacy turns get the inline ``knowledge``/``knowledge_refs`` (chunk or doc mode, research §D.3);
+    an ``on_demand`` turn gets the search result its hints are built from once the run id exists.
+    Both search the turn query (:func:`turn_query`: page hints only when ``page_boost`` is on).
+    Retrieval failure is a status, never a failed turn.
     """
-    return canonical_sha256(
-        {"schema": KNOWLEDGE_SCOPE_SCHEMA, "route": route.route_key, "knowledge": effective["knowledge"]}
-    )
-
-
-def _knowledge_delivery(*, route: Route, effective: dict[str, Any]) -> dict[str, Any]:
-    """``context.knowledge_delivery`` for an ``on_demand`` turn (knowledge spec "Negotiation").
-
-    Stated honestly: ``disabled`` when the route has no knowledge base, ``unavailable`` when it has
-    one but this hub cannot retrieve yet. Never ``ok`` with empty hints.
-    """
-    status = "unavailable" if effective["knowledge"]["kb_ids"] else "disabled"
-    return {
-        "schema_version": KNOWLEDGE_DELIVERY_SCHEMA,
-        "mode": "on_demand",
-        "protocol": KNOWLEDGE_PROTOCOL,
-        "knowledge_scope_revision": knowledge_scope_revision(route=route, effective=effective),
-        "status": status,
-        "hints": [],
-    }
+    scope = knowledge_scope(route=route, effective=effective)
+    query = turn_query(data) if effective["knowledge"]["page_boost"] else data["user_input"]
+    if data.get("knowledge_delivery") == "on_demand":
+        return scope, agent_knowledge.knowledge_hints_search(scope=scope, query=query)
+    return scope, agent_knowledge.knowledge_inline_build(scope=scope, query=query)
 
 
 def _turn_lookup(*, identity: AgentIdentity, route: Route, data: dict[str, Any]) -> list[AgentRun]:
@@ -191,6 +181,7 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
         return _turn_replay(existing, identity=identity, data=data, request_hash=request_hash)
 
     effective = route_effective(route)
+    scope, knowledge = _turn_knowledge_retrieve(route=route, effective=effective, data=data)
     with transaction.atomic():
         conversation = _conversation_get_or_create(
             identity=identity, route=route, key=data["client_conversation_id"]
@@ -238,8 +229,21 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
             "knowledge_refs": [],
             "governance": profile["profile"]["governance"],
         }
-        if data.get("knowledge_delivery") == "on_demand":
-            context["knowledge_delivery"] = _knowledge_delivery(route=route, effective=effective)
+        if isinstance(knowledge, agent_knowledge.InlineKnowledge):
+            context["knowledge"], context["knowledge_refs"] = knowledge.knowledge, knowledge.refs
+            knowledge_audit = {"status": knowledge.status, "items": len(knowledge.knowledge)}
+        else:
+            # Server-side hints bound to this run, readable once it is context_ready (spec "Search").
+            binding = agent_knowledge.caller_binding(
+                identity=identity, route_key=route.route_key, run_id=run.run_id
+            )
+            context["knowledge_delivery"] = agent_knowledge.knowledge_delivery_build(
+                scope=scope, result=knowledge, binding=binding
+            )
+            knowledge_audit = {
+                "status": knowledge.status,
+                "hints": len(context["knowledge_delivery"]["hints"]),
+            }
         body = _body_bytes(
             {
                 "schema_version": TURN_SCHEMA,
@@ -291,6 +295,7 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
                 "active_tools": len(active_tools),
                 "authorized_tools": catalog.authorized_total,
                 "knowledge_delivery": data.get("knowledge_delivery"),
+                "knowledge": knowledge_audit,
             },
         )
     return body

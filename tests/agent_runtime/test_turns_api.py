@@ -493,11 +493,11 @@ def test_knowledge_delivery_on_demand_is_echoed_honestly(api_client, session):
     assert AgentRun.objects.get().knowledge_delivery == "on_demand"
 
 
-def test_knowledge_delivery_with_a_knowledge_base_reports_retrieval_unavailable(api_client, session):
+def test_knowledge_delivery_with_a_missing_knowledge_base_reports_retrieval_unavailable(api_client, session):
     Route.objects.filter(route_key="orders").update(knowledge={"kb_ids": ["handbook"]})
     response = post_turn(api_client, session, "orders", turn_body(knowledge_delivery="on_demand"))
     delivery = response.json()["context"]["knowledge_delivery"]
-    # Retrieval does not exist yet: never pretend "ok" with empty hints.
+    # "handbook" does not exist: every source failed, which is never an "ok" with empty hints.
     assert delivery["status"] == "unavailable"
     assert delivery["hints"] == []
 

@@ -1,0 +1,560 @@
+"""The agent knowledge protocol ``bailing.agent-knowledge.v1`` and knowledge delivery in turns.
+
+Agent-facing services (spec "Agent knowledge search and read", research §D.4, §F.2 K1–K43):
+
+* :func:`agent_knowledge_capabilities_get` — negotiation: the limits below and the scope revision.
+* :func:`agent_knowledge_search` — at most three hints (one per parent document), the whole
+  response within 4096 UTF-8 bytes (:func:`knowledge.budget.fit_search_hints`).
+* :func:`agent_knowledge_read` — one page of one referenced document revision, the whole response
+  within the caller's byte budget, a reading chain capped at 131072 content bytes
+  (:func:`knowledge.budget.read_page`).
+
+Shared with turns (``agent_runtime.services.runs``):
+
+* :func:`knowledge_hints_search` / :func:`knowledge_hints_build` — the same hints a search returns,
+  so ``context.knowledge_delivery`` of an ``on_demand`` turn is exactly what a search would say;
+* :func:`knowledge_delivery_build` — that block, fitted to 4096 bytes;
+* :func:`knowledge_inline_build` — the legacy inline ``knowledge`` / ``knowledge_refs`` arrays.
+
+Decisions (research §H5–H13, recorded here because the spec leaves them open):
+
+* ``query`` must contain a non-whitespace character (whitespace only counts as empty, as capability
+  search does) and is at most 2000 UTF-16 units; ``limit`` is a JSON integer 1–3 (``true`` and
+  ``"2"`` are rejected, never coerced or clamped) and defaults to 3.
+* Retrieval asks for ``max(route top_k, limit)`` hits with the route's ``min_score`` (which bounds
+  the vector lane, see :mod:`knowledge.services.search`), keeps the best chunk of each parent
+  document, best first, and stops at ``limit`` documents.
+* A hint's ``summary`` is the best current chunk's text, verbatim, cut to 480 UTF-16 units without
+  splitting a character (the byte budget may shorten it further). ``title`` is cut to 191 units.
+  ``score`` is the fused ranking score rounded to 4 decimals: a ranking score, not a probability.
+* References bind :func:`caller_binding` (client, session, the session's principal and
+  on_behalf_of, route, run or ``None``), the scope revision (:mod:`knowledge.services.scope`),
+  the document id and its revision. A read recomputes the binding from the *current* caller and
+  the request's ``run_id``: a reference searched with a run must be read with that run, one searched
+  without a run must be read without one.
+* A cursor carries only its reference's digest, the next offset and the bytes served so far, and
+  expires with its reference: a reading chain must be finished within 300 s of the search that
+  issued the reference; after that the agent searches again (410, then a new reference).
+* ``run_id`` must name a ``context_ready`` run of this session, client and route (research §H5);
+  anything else — unknown, foreign, still preparing, completed, failed, cancelled — is 404
+  ``run_not_found``. Turn preparation (server side) may bind hints to its own run while it is still
+  preparing; they become readable once the turn is ``context_ready``.
+* The ``on_demand`` delivery block has no ``truncated`` field (the spec lists its fields): its
+  hints are fitted with the search rules and the block is at most 4096 bytes.
+
+Knowledge endpoints only read: no invocation, job, approval or business request is created, and they
+work in knowledge-only workspaces (``agent_direct`` off). One audit event per search
+(``knowledge.agent.search``: status and counts, never the query) and per read
+(``knowledge.agent.read``: document coordinates and bytes served, never content).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import DatabaseError, connection, transaction
+
+from agent_runtime.config import route_effective
+from agent_runtime.memory import cut_utf16
+from agent_runtime.models import AgentRun, Route
+from agent_runtime.run_selectors import run_get_for_session, run_id_parse
+from agent_runtime.runtime_errors import RunNotFound
+from agent_runtime.services.workspaces import workspace_resolve
+from approvals.services.audit import audit_record
+from bailing.api.authentication import AgentIdentity
+from bailing.api.timefmt import utc_iso
+from knowledge.budget import (
+    READ_CHAIN_MAX_BYTES,
+    SEARCH_MAX_BYTES,
+    SEARCH_MAX_RESULTS,
+    fit_search_hints,
+    read_page,
+)
+from knowledge.errors import (
+    KnowledgeChanged,
+    KnowledgeReferenceInvalid,
+    KnowledgeScopeChanged,
+    KnowledgeUnavailable,
+)
+from knowledge.models import Document
+from knowledge.services.documents import document_revision
+from knowledge.services.scope import KnowledgeScope, knowledge_scope
+from knowledge.services.search import Hit, SearchResult, knowledge_search
+from knowledge.tokens import (
+    REFERENCE_TTL_SECONDS,
+    RefClaims,
+    cursor_issue,
+    cursor_open,
+    identity_binding,
+    reference_check_access,
+    reference_check_revision,
+    reference_issue,
+    reference_open,
+)
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL = "bailing.agent-knowledge.v1"
+CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
+SEARCH_SCHEMA = "bailing.agent-knowledge-search.v1"
+READ_SCHEMA = "bailing.agent-knowledge-read.v1"
+DELIVERY_SCHEMA = "bailing.agent-knowledge-delivery.v1"
+TRUST = "reference_only"
+DELIVERY_MODES = ["inline", "on_demand"]
+
+QUERY_MAX_CHARS = 2000
+READ_DEFAULT_BYTES = 16384
+READ_MIN_BYTES = 4096
+READ_MAX_BYTES = 32768
+LIMITS: dict[str, int] = {
+    "search_max_results": SEARCH_MAX_RESULTS,
+    "search_max_bytes": SEARCH_MAX_BYTES,
+    "read_default_bytes": READ_DEFAULT_BYTES,
+    "read_max_bytes": READ_MAX_BYTES,
+    "reference_ttl_seconds": REFERENCE_TTL_SECONDS,
+    "read_chain_max_bytes": READ_CHAIN_MAX_BYTES,
+}
+
+SUMMARY_MAX_CHARS = 480
+HINT_TITLE_MAX_CHARS = 191
+SCORE_DECIMALS = 4
+
+# Legacy inline delivery (research §D.2, §D.3): caps in UTF-16 units.
+INLINE_TITLE_MAX_CHARS = 300
+INLINE_CHUNK_MAX_CHARS = 3000
+INLINE_DOC_MAX_CHARS = 6000
+INLINE_DOC_MIN_CANDIDATES = 8
+
+# A read must neither hang on a lock nor hold a connection for long; past these it is 503.
+READ_LOCK_TIMEOUT_MS = 2000
+READ_STATEMENT_TIMEOUT_MS = 5000
+
+
+# --------------------------------------------------------------------------------------------------
+# Binding and run checks
+# --------------------------------------------------------------------------------------------------
+
+
+def caller_binding(*, identity: AgentIdentity, route_key: str, run_id: uuid.UUID | None) -> str:
+    """The identity binding of references issued to (and read by) this caller in this workspace.
+
+    Computed from the database rows of the current session on both sides, so the principal has the
+    same JSON types at search and at read (:func:`knowledge.tokens.identity_binding`).
+    """
+    session = identity.session
+    return identity_binding(
+        client_id=identity.client.pk,
+        session_id=session.pk,
+        principal={"principal": session.principal, "on_behalf_of": session.on_behalf_of},
+        route_key=route_key,
+        run_id=run_id,
+    )
+
+
+def _run_parse(run_id: str | None) -> uuid.UUID | None:
+    """Syntax only (400 ``invalid_request``); whether the run is current is :func:`_run_require`."""
+    return None if run_id is None else run_id_parse(run_id)
+
+
+def _run_require(*, identity: AgentIdentity, route: Route, run_id: uuid.UUID | None) -> None:
+    """A given run must be a ``context_ready`` run of this session, client and route (§H5)."""
+    if run_id is None:
+        return
+    run = run_get_for_session(identity=identity, run_id=run_id, route_key=route.route_key)
+    if run is None or run.status != AgentRun.Status.CONTEXT_READY:
+        raise RunNotFound()
+
+
+# --------------------------------------------------------------------------------------------------
+# Capabilities
+# --------------------------------------------------------------------------------------------------
+
+
+def agent_knowledge_capabilities_get(*, identity: AgentIdentity, route_key: str) -> dict[str, Any]:
+    """``bailing.agent-knowledge-capabilities.v1`` for the workspace ``route_key``.
+
+    ``enabled`` is true when at least one configured knowledge base is enabled: a workspace without
+    one still supports the protocol (searches answer ``disabled``).
+    """
+    route = workspace_resolve(identity=identity, route_key=route_key)
+    scope = knowledge_scope(route=route)
+    return {
+        "schema_version": CAPABILITIES_SCHEMA,
+        "protocol": PROTOCOL,
+        "supported": True,
+        "route": route.route_key,
+        "enabled": bool(scope.bases),
+        "knowledge_scope_revision": scope.revision,
+        "delivery_modes": list(DELIVERY_MODES),
+        "limits": dict(LIMITS),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Hints (search and on-demand turns)
+# --------------------------------------------------------------------------------------------------
+
+
+def knowledge_hints_search(
+    *, scope: KnowledgeScope, query: str, limit: int = SEARCH_MAX_RESULTS
+) -> SearchResult:
+    """Retrieve the candidates of up to ``limit`` hints: ``max(top_k, limit)`` fresh hits with the
+    route's ``min_score``. A scope without knowledge answers ``disabled`` without searching."""
+    return knowledge_search(scope=scope, query=query, limit=max(scope.config["top_k"], limit))
+
+
+def knowledge_hints_build(
+    *,
+    scope: KnowledgeScope,
+    result: SearchResult,
+    limit: int,
+    binding: str,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """One hint per parent document, best first, at most ``limit``, each with a signed reference.
+
+    Only hits of the result are used, so a summary is always an excerpt of a real current chunk.
+    """
+    hints: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for hit in result.hits:
+        if hit.document_id in seen:
+            continue
+        seen.add(hit.document_id)
+        issued = reference_issue(
+            binding=binding,
+            scope_revision=scope.revision,
+            document_id=hit.document_id,
+            revision=hit.revision,
+            now=now,
+        )
+        hints.append(
+            {
+                "ref": issued.token,
+                "title": cut_utf16(hit.title, HINT_TITLE_MAX_CHARS)[0],
+                "summary": cut_utf16(hit.content, SUMMARY_MAX_CHARS)[0],
+                "revision": hit.revision,
+                "score": round(hit.score, SCORE_DECIMALS),
+                "expires_at": utc_iso(issued.expires_at),
+            }
+        )
+        if len(hints) == limit:
+            break
+    return hints
+
+
+def knowledge_delivery_build(
+    *, scope: KnowledgeScope, result: SearchResult, binding: str, now: datetime | None = None
+) -> dict[str, Any]:
+    """``context.knowledge_delivery`` of an ``on_demand`` turn, at most 4096 UTF-8 bytes.
+
+    Hints are built and fitted exactly like a search's; the fitting's ``truncated`` flag is not part
+    of this block (the spec lists its fields), the block is only ever smaller than what was measured.
+    """
+    envelope = {
+        "schema_version": DELIVERY_SCHEMA,
+        "mode": "on_demand",
+        "protocol": PROTOCOL,
+        "knowledge_scope_revision": scope.revision,
+        "status": result.status,
+    }
+    hints = knowledge_hints_build(
+        scope=scope, result=result, limit=SEARCH_MAX_RESULTS, binding=binding, now=now
+    )
+    fitted = fit_search_hints(envelope=envelope, hints=hints)
+    return {**envelope, "hints": fitted["hints"]}
+
+
+def agent_knowledge_search(
+    *,
+    identity: AgentIdentity,
+    route_key: str,
+    query: str,
+    limit: int | None = None,
+    run_id: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """``bailing.agent-knowledge-search.v1``: bounded hints for ``query`` in workspace ``route_key``.
+
+    ``query`` and ``limit`` are validated by the view. Raises the route gate's errors, 400
+    ``invalid_request`` for a malformed ``run_id`` and 404 ``run_not_found`` for a run that is not
+    current. Retrieval failures are a status (``partial`` / ``unavailable``), never an empty ``ok``.
+    """
+    route = workspace_resolve(identity=identity, route_key=route_key)
+    run = _run_parse(run_id)
+    _run_require(identity=identity, route=route, run_id=run)
+    limit = SEARCH_MAX_RESULTS if limit is None else limit
+    scope = knowledge_scope(route=route)
+    result = knowledge_hints_search(scope=scope, query=query, limit=limit)
+    binding = caller_binding(identity=identity, route_key=route.route_key, run_id=run)
+    hints = knowledge_hints_build(scope=scope, result=result, limit=limit, binding=binding, now=now)
+    envelope: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": route.route_key}
+    if run is not None:
+        envelope["run_id"] = str(run)
+    envelope |= {"knowledge_scope_revision": scope.revision, "status": result.status, "trust": TRUST}
+    response = fit_search_hints(envelope=envelope, hints=hints)
+    with transaction.atomic():
+        audit_record(
+            action="knowledge.agent.search",
+            actor_type="agent",
+            actor=str(identity.session.pk),
+            client_app_id=identity.client.app_id,
+            session_id=identity.session.pk,
+            route_key=route.route_key,
+            target_type="knowledge_scope",
+            target_id=scope.revision,
+            data={
+                "run_id": None if run is None else str(run),
+                "status": result.status,
+                "mode": result.mode,
+                "degraded": result.degraded,
+                "limit": limit,
+                "hits": len(result.hits),
+                "hints": len(response["hints"]),
+                "truncated": response["truncated"],
+            },
+        )
+    return response
+
+
+# --------------------------------------------------------------------------------------------------
+# Read
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ReadState:
+    scope: KnowledgeScope
+    document: dict[str, Any] | None  # kb_id (pk), source_key, title, content, revision, status
+
+
+def _read_state(*, route: Route, document_id: int) -> _ReadState:
+    """The current scope and the referenced document, read in one bounded, always-rolled-back
+    transaction (savepoint). Any database failure is 503 ``knowledge_unavailable``: the log names
+    the error class only, never SQL or content."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                [str(READ_LOCK_TIMEOUT_MS), str(READ_STATEMENT_TIMEOUT_MS)],
+            )
+            scope = knowledge_scope(route=route, effective=route_effective(route))
+            document = (
+                Document.objects.filter(pk=document_id)
+                .values("kb_id", "source_key", "title", "content", "revision", "status")
+                .first()
+            )
+            # Only reads happened: rolling back undoes the SET LOCALs instead of leaking them.
+            transaction.set_rollback(True)
+    except DatabaseError as exc:
+        logger.warning("knowledge read failed (%s)", type(exc).__name__)
+        raise KnowledgeUnavailable() from None
+    return _ReadState(scope=scope, document=document)
+
+
+def _current_revision(document: dict[str, Any] | None) -> str | None:
+    """The revision a ready document really has (recomputed from its title and body), else None."""
+    if document is None or document["status"] != Document.Status.READY:
+        return None
+    actual = document_revision(document["title"], document["content"])
+    return actual if actual == document["revision"] else None
+
+
+def agent_knowledge_read(
+    *,
+    identity: AgentIdentity,
+    route_key: str,
+    ref: str,
+    run_id: str | None = None,
+    cursor: str | None = None,
+    max_bytes: int = READ_DEFAULT_BYTES,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """``bailing.agent-knowledge-read.v1``: one page of the document revision ``ref`` names.
+
+    Order of checks: route gate → ``run_id`` syntax → reference (400/410) → identity binding with
+    the current caller and this ``run_id`` (400) → the run is current (404) → scope revision and
+    the document's knowledge base (409 ``knowledge_scope_changed``) → the document exists, is ready
+    and has the referenced revision (409 ``knowledge_changed``) → cursor (400/410) → page.
+    """
+    route = workspace_resolve(identity=identity, route_key=route_key)
+    run = _run_parse(run_id)
+    claims = reference_open(ref, now=now)
+    binding = caller_binding(identity=identity, route_key=route.route_key, run_id=run)
+    if not hmac.compare_digest(claims.binding.encode("ascii"), binding.encode("ascii")):
+        raise KnowledgeReferenceInvalid()
+    _run_require(identity=identity, route=route, run_id=run)
+
+    state = _read_state(route=route, document_id=claims.document_id)
+    reference_check_access(claims, binding=binding, scope_revision=state.scope.revision)
+    document = state.document
+    if document is not None and document["kb_id"] not in {kb.pk for kb in state.scope.bases}:
+        raise KnowledgeScopeChanged()
+    reference_check_revision(claims, revision=_current_revision(document))
+    if document is None:  # already refused by reference_check_revision; narrows the type
+        raise KnowledgeChanged()
+
+    content: str = document["content"]
+    offset, served = 0, 0
+    if cursor is not None:
+        position = cursor_open(cursor, ref=ref, now=now)
+        offset, served = _cursor_position(content, position.offset, position.served)
+
+    envelope: dict[str, Any] = {"schema_version": READ_SCHEMA, "route": route.route_key}
+    if run is not None:
+        envelope["run_id"] = str(run)
+    envelope |= {
+        "knowledge_scope_revision": state.scope.revision,
+        "ref": ref,
+        "revision": claims.revision,
+        "title": cut_utf16(document["title"], HINT_TITLE_MAX_CHARS)[0],
+    }
+    total = len(content.encode("utf-8"))
+
+    def build(page: str, next_cursor: str | None, truncated: bool, exhausted: bool) -> dict[str, Any]:
+        return {
+            **envelope,
+            "content": page,
+            "trust": TRUST,
+            "next_cursor": next_cursor,
+            "truncated": truncated,
+            "budget_exhausted": exhausted,
+            "total_content_bytes": total,
+            "read_chain_max_bytes": READ_CHAIN_MAX_BYTES,
+        }
+
+    response = read_page(
+        content=content,
+        offset=offset,
+        served=served,
+        max_bytes=max_bytes,
+        build=build,
+        next_cursor_for=lambda new_offset, new_served: _cursor_token(ref, claims, new_offset, new_served),
+    )
+    with transaction.atomic():
+        audit_record(
+            action="knowledge.agent.read",
+            actor_type="agent",
+            actor=str(identity.session.pk),
+            client_app_id=identity.client.app_id,
+            session_id=identity.session.pk,
+            route_key=route.route_key,
+            target_type="knowledge_document",
+            target_id=str(claims.document_id),
+            data={
+                "run_id": None if run is None else str(run),
+                "kb_id": next(kb.kb_id for kb in state.scope.bases if kb.pk == document["kb_id"]),
+                "source_key": document["source_key"],
+                "revision": claims.revision,
+                "offset": offset,
+                "bytes": len(response["content"].encode("utf-8")),
+                "truncated": response["truncated"],
+                "budget_exhausted": response["budget_exhausted"],
+            },
+        )
+    return response
+
+
+def _cursor_token(ref: str, claims: RefClaims, offset: int, served: int) -> str:
+    return cursor_issue(ref=ref, ref_claims=claims, offset=offset, served=served).token
+
+
+def _cursor_position(content: str, offset: int, served: int) -> tuple[int, int]:
+    """An authentic cursor's position, checked against the revision it was issued for.
+
+    The reference pins the revision, so a genuine cursor always points at a character boundary of
+    this content within the chain budget; anything else cannot come from this server (400).
+    """
+    data = content.encode("utf-8")
+    if (
+        offset > len(data)
+        or (offset < len(data) and data[offset] & 0xC0 == 0x80)
+        or served > READ_CHAIN_MAX_BYTES
+    ):
+        raise KnowledgeReferenceInvalid()
+    return offset, served
+
+
+# --------------------------------------------------------------------------------------------------
+# Legacy inline delivery in turns
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InlineKnowledge:
+    """``context.knowledge`` and ``context.knowledge_refs`` of a legacy turn, and the retrieval
+    status for the turn's audit event (a failure leaves both arrays empty, never the turn)."""
+
+    status: str
+    knowledge: list[dict[str, Any]]
+    refs: list[dict[str, Any]]
+
+
+def knowledge_inline_build(*, scope: KnowledgeScope, query: str) -> InlineKnowledge:
+    """Inline knowledge for a turn without ``knowledge_delivery`` (research §D.2, §D.3).
+
+    ``chunk`` mode: the route's ``top_k`` hits, each ``{ref: "knowledge:N", title ≤ 300,
+    content ≤ 3000}``. ``doc`` mode: ``max(top_k, 8)`` hits deduplicated to parent documents by best
+    chunk, the first ``max_docs``, each the whole current document ≤ 6000 units. ``knowledge_refs``
+    pairs each item with ``{ref, doc_id, title, score}``. Cuts are UTF-16 units, never splitting a
+    surrogate pair. A document that changed after the search is left out rather than replaced.
+    """
+    config = scope.config
+    doc_mode = config["inject"] == "doc"
+    limit = max(config["top_k"], INLINE_DOC_MIN_CANDIDATES) if doc_mode else config["top_k"]
+    result = knowledge_search(scope=scope, query=query, limit=limit)
+    if result.status in ("disabled", "unavailable"):
+        return InlineKnowledge(status=result.status, knowledge=[], refs=[])
+
+    if doc_mode:
+        try:
+            picked = _inline_documents(scope=scope, result=result)
+        except DatabaseError as exc:
+            logger.warning("inline knowledge: document load failed (%s)", type(exc).__name__)
+            return InlineKnowledge(status="unavailable", knowledge=[], refs=[])
+    else:
+        picked = [(hit, cut_utf16(hit.content, INLINE_CHUNK_MAX_CHARS)[0]) for hit in result.hits]
+
+    knowledge: list[dict[str, Any]] = []
+    refs: list[dict[str, Any]] = []
+    for number, (hit, content) in enumerate(picked, start=1):
+        ref = f"knowledge:{number}"
+        title = cut_utf16(hit.title, INLINE_TITLE_MAX_CHARS)[0]
+        knowledge.append({"ref": ref, "title": title, "content": content})
+        refs.append(
+            {"ref": ref, "doc_id": hit.document_id, "title": title, "score": round(hit.score, SCORE_DECIMALS)}
+        )
+    return InlineKnowledge(status=result.status, knowledge=knowledge, refs=refs)
+
+
+def _inline_documents(*, scope: KnowledgeScope, result: SearchResult) -> list[tuple[Hit, str]]:
+    """``doc`` mode: the best chunk's document for each of the first ``max_docs`` parent documents,
+    with its whole current body (cut), read in a savepoint; a document whose revision moved since
+    the search is skipped."""
+    best: list[Hit] = []
+    seen: set[int] = set()
+    for hit in result.hits:
+        if hit.document_id not in seen:
+            seen.add(hit.document_id)
+            best.append(hit)
+    best = best[: scope.config["max_docs"]]
+    if not best:
+        return []
+    with transaction.atomic():
+        rows = Document.objects.filter(
+            pk__in=[hit.document_id for hit in best],
+            status=Document.Status.READY,
+            kb_id__in=[kb.pk for kb in scope.bases],
+        ).values_list("pk", "revision", "content")
+        current = {pk: (revision, content) for pk, revision, content in rows}
+    picked = []
+    for hit in best:
+        revision, content = current.get(hit.document_id, (None, ""))
+        if revision == hit.revision:
+            picked.append((hit, cut_utf16(content, INLINE_DOC_MAX_CHARS)[0]))
+    return picked

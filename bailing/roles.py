@@ -1,8 +1,14 @@
 """Console roles as Django groups of model permissions.
 
-* administrator — everything the console offers (configuration, clients, sessions, audit, approvals).
-* approver — reads workspaces/clients/sessions/conversations and decides approvals (arrives with approvals).
-* auditor — read-only: clients, sessions, conversations, workspaces, audit history.
+* administrator — everything the console offers (configuration, clients, sessions, knowledge
+  documents, audit, approvals).
+* approver — reads workspaces/clients/sessions/conversations/knowledge bases and decides approvals
+  (arrives with approvals).
+* auditor — read-only: clients, sessions, conversations, workspaces, knowledge bases, audit history.
+
+Every role may read knowledge bases and run their hit test (a read that writes nothing and is not
+audited); adding, uploading and deleting documents and enabling or deleting a knowledge base is
+``knowledge.manage_knowledgebase``, administrators only.
 
 Every role may approve an agent sign-in *for themselves* on the consent page: the agent then acts on
 behalf of that user, so no one can grant more than they are.
@@ -25,6 +31,7 @@ _READ = [
     "agent_runtime.view_agentconversation",
     "agent_runtime.view_agentrun",
     "agent_runtime.consent_agentauthorization",
+    "knowledge.view_knowledgebase",
 ]
 
 ROLE_PERMISSIONS: dict[str, list[str]] = {
@@ -35,6 +42,7 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "agent_runtime.change_agentsession",
         "agent_runtime.add_toolprovider",
         "agent_runtime.change_toolprovider",
+        "knowledge.manage_knowledgebase",
         "approvals.view_auditevent",
         "approvals.verify_auditevent",
     ],

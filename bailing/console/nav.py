@@ -6,6 +6,7 @@ NAV = [
     ("Dashboard", "console:dashboard", None),
     ("Workspaces", "console:workspace_list", "agent_runtime.view_route"),
     ("Tool providers", "console:provider_list", "agent_runtime.view_toolprovider"),
+    ("Knowledge bases", "console:knowledge_list", "knowledge.view_knowledgebase"),
     ("Clients", "console:client_list", "agent_runtime.view_client"),
     ("Agent sessions", "console:session_list", "agent_runtime.view_agentsession"),
     ("Conversations", "console:conversation_list", "agent_runtime.view_agentrun"),

@@ -9,6 +9,7 @@ from bailing.console.views import (
     consent,
     conversations,
     dashboard,
+    knowledge,
     login,
     providers,
     sessions,
@@ -31,6 +32,36 @@ urlpatterns = [
         "providers/<str:name>/tools/<str:tool>/",
         providers.ProviderToolDetailView.as_view(),
         name="provider_tool_detail",
+    ),
+    path("knowledge/", knowledge.KnowledgeBaseListView.as_view(), name="knowledge_list"),
+    path("knowledge/<str:kb_id>/", knowledge.KnowledgeBaseDetailView.as_view(), name="knowledge_detail"),
+    path(
+        "knowledge/<str:kb_id>/enabled/",
+        knowledge.KnowledgeBaseSetEnabledView.as_view(),
+        name="knowledge_set_enabled",
+    ),
+    path(
+        "knowledge/<str:kb_id>/delete/", knowledge.KnowledgeBaseDeleteView.as_view(), name="knowledge_delete"
+    ),
+    path(
+        "knowledge/<str:kb_id>/search/", knowledge.KnowledgeHitTestView.as_view(), name="knowledge_hit_test"
+    ),
+    path("knowledge/<str:kb_id>/add/", knowledge.DocumentAddView.as_view(), name="knowledge_document_add"),
+    path(
+        "knowledge/<str:kb_id>/upload/",
+        knowledge.DocumentUploadView.as_view(),
+        name="knowledge_document_upload",
+    ),
+    # Documents by their numeric id: a source key may be "." or "..", which no URL path can carry.
+    path(
+        "knowledge/<str:kb_id>/docs/<int:doc_id>/",
+        knowledge.DocumentDetailView.as_view(),
+        name="knowledge_document_detail",
+    ),
+    path(
+        "knowledge/<str:kb_id>/docs/<int:doc_id>/delete/",
+        knowledge.DocumentDeleteView.as_view(),
+        name="knowledge_document_delete",
     ),
     path("clients/", clients.ClientListView.as_view(), name="client_list"),
     # "_new" can never be an App ID (those start with a letter or digit), so it never shadows a client.

@@ -21,8 +21,15 @@ from agent_runtime.services.workspaces import workspace_profile
 from approvals.models import AuditEvent
 from approvals.services.audit import audit_record
 from bailing.db.features import server_version, vector_available
+from knowledge.models import Document
 from tests.console.conftest import signed_in
-from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, UserFactory
+from tests.factories import (
+    AgentSessionFactory,
+    ClientFactory,
+    KnowledgeBaseFactory,
+    RouteFactory,
+    UserFactory,
+)
 from tests.support.audit import audit_tampering
 
 
@@ -47,6 +54,11 @@ def test_dashboard_counts_and_database_facts(admin_http):
     AgentSessionFactory(client=second, refresh_expires_at=now - timedelta(seconds=1))
     RouteFactory()
     RouteFactory(agent_client={"enabled": False})
+    kb = KnowledgeBaseFactory(embedding_provider="none", embedding_model="", embedding_dim=0)
+    for key, status in (("ready", "ready"), ("waiting", "embedding")):
+        Document.objects.create(
+            kb=kb, source_key=key, title=key, content="Text.", revision="0" * 64, status=status
+        )
     _record("tests.recent", actor="pytest")
     old = _record("tests.old", actor="pytest")
     with audit_tampering():
@@ -59,8 +71,10 @@ def test_dashboard_counts_and_database_facts(admin_http):
         "Clients": 2,
         "Active agent sessions": 1,
         "Workspaces": 2,
+        "Knowledge documents ready": 1,
         "Audit events, last 24 h": 1,
     }
+    assert "1 waiting, 0 failed, in 1 knowledge bases" in response.content.decode()
     database = response.context["database"]
     assert database["embedded"] is settings.BAILING_EMBEDDED_DB
     assert database["server_version"] == server_version()
@@ -81,7 +95,12 @@ def test_dashboard_of_a_user_without_role_shows_no_figures(no_role_user):
 @pytest.mark.django_db
 def test_dashboard_shows_approver_only_what_the_role_reads(approver):
     response = signed_in(approver).get(reverse("console:dashboard"))
-    assert set(_cards(response)) == {"Clients", "Active agent sessions", "Workspaces"}
+    assert set(_cards(response)) == {
+        "Clients",
+        "Active agent sessions",
+        "Workspaces",
+        "Knowledge documents ready",
+    }
 
 
 # --- clients --------------------------------------------------------------------------------------------

@@ -14,8 +14,10 @@ from approvals.models import AuditEvent
 from bailing.console.mixins import ConsoleView
 from bailing.console.tables import utc_iso
 from bailing.db.features import server_version, vector_available
+from knowledge.models import Document, KnowledgeBase
 
 _ROLE_PERMS = (
+    "knowledge.view_knowledgebase",
     "agent_runtime.view_client",
     "agent_runtime.view_route",
     "agent_runtime.view_agentsession",
@@ -61,6 +63,18 @@ class DashboardView(ConsoleView, TemplateView):
                     "value": Route.objects.count(),
                     "note": f"{Route.objects.filter(agent_client__enabled=True).count()} open to agents",
                     "url": reverse("console:workspace_list"),
+                }
+            )
+        if user.has_perm("knowledge.view_knowledgebase"):
+            waiting = Document.objects.filter(status=Document.Status.EMBEDDING).count()
+            failed = Document.objects.filter(status=Document.Status.ERROR).count()
+            bases = KnowledgeBase.objects.count()
+            cards.append(
+                {
+                    "label": "Knowledge documents ready",
+                    "value": Document.objects.filter(status=Document.Status.READY).count(),
+                    "note": f"{waiting} waiting, {failed} failed, in {bases} knowledge bases",
+                    "url": reverse("console:knowledge_list"),
                 }
             )
         if user.has_perm("approvals.view_auditevent"):

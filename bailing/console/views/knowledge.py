@@ -1,0 +1,741 @@
+"""Knowledge bases: list, detail with documents, one document's page, add (paste or upload), delete,
+enable/disable, and the hit test.
+
+Reading is ``knowledge.view_knowledgebase`` (every role); every write is
+``knowledge.manage_knowledgebase`` (administrators) and goes through the same services as the push
+API and ``knowledge_ingest`` (``document_put``, ``document_delete``, ``knowledge_base_set_enabled``,
+``knowledge_base_delete``), which also write the audit events. A put only *queues* the document:
+``knowledge_worker`` indexes it, and the detail page shows its status.
+
+Document bodies can be 500,000 characters: list queries defer ``content`` and ``metadata``, and only
+the document page loads one body (rendered escaped, inside a scrolling box).
+
+The hit test is a GET form over ``knowledge_search_bases`` with no score threshold, so an operator
+sees every lane's rank and score, including hits a workspace's ``min_score`` would drop. Its query
+text is never logged or audited by these views.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.generic import DetailView, ListView
+
+from agent_runtime.config import FUSION_DEFAULTS, route_effective
+from agent_runtime.models import Route
+from agent_runtime.services.clients import Actor
+from bailing.api.limits import utf16_length
+from bailing.console import tables
+from bailing.console.forms import ClientEnabledForm
+from bailing.console.mixins import ConsoleView
+from bailing.console.views.common import PAGE_SIZE, error_page
+from knowledge import parsing
+from knowledge.chunking import sanitize_content
+from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, Chunk, Document, KnowledgeBase
+from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
+from knowledge.services.documents import document_delete, document_put
+from knowledge.services.search import SearchResult, knowledge_search_bases
+from knowledge.vectors import vector_storage_ready
+
+VIEW_PERMISSION = "knowledge.view_knowledgebase"
+MANAGE_PERMISSION = "knowledge.manage_knowledgebase"
+
+GENERATED_KEY_PREFIX = "console:"
+REVISION_PREFIX_CHARS = 12
+EXCERPT_CHARS = 280
+HIT_TEST_MAX_QUERY_CHARS = 1000
+HIT_TEST_MAX_LIMIT = 20
+CHUNKS_PER_PAGE = 50
+
+DOCUMENT_TONES = {"ready": "ok", "embedding": "warn", "error": "bad"}
+MODE_TONES = {"hybrid": "ok", "lexical": "warn", "vector": "warn", "none": "bad"}
+SEARCH_STATUS_TONES = {"ok": "ok", "partial": "warn", "unavailable": "bad", "disabled": "off"}
+LANE_CHOICES = {
+    "hybrid": ("lexical", "vector"),
+    "lexical": ("lexical",),
+    "vector": ("vector",),
+}
+
+# Operator-facing text per stable error code; a form error carries the code, the page shows this.
+ERROR_TEXT = {
+    "unsupported_document_type": "This file type is not supported: upload .txt, .md, .html, .pdf or .docx "
+    "(the file's contents must match its extension).",
+    "document_unreadable": "The file could not be read: it is damaged or encrypted.",
+    "document_encoding_invalid": "The text file is not valid UTF-8; save it as UTF-8 and upload it again.",
+    "document_too_large": "The document is too large: at most {max_chars} characters of text and "
+    "{max_mib} MiB per file.",
+    "document_empty": "The document has no text (markup, scripts and embedded images are removed).",
+    "source_key_invalid": "Use 1–128 letters, digits and the characters _ . : - (no spaces).",
+    "delete_not_confirmed": "Type the knowledge base ID exactly to confirm.",
+}
+
+
+def error_text(code: str) -> str:
+    """The message shown for an error ``code`` (the code itself when this page has no text for it)."""
+    template = ERROR_TEXT.get(code)
+    if template is None:
+        return f"The document was refused ({code})."
+    return template.format(max_chars=f"{parsing.MAX_TEXT_CHARS:,}", max_mib=max_upload_mib())
+
+
+def max_upload_mib() -> int:
+    return parsing.MAX_FILE_BYTES // (1024 * 1024)
+
+
+def coded_error(code: str) -> ValidationError:
+    return ValidationError(error_text(code), code=code)
+
+
+def generated_source_key() -> str:
+    """``console:<12 hex>`` — a key for a document the operator did not name (48 random bits)."""
+    return GENERATED_KEY_PREFIX + secrets.token_hex(6)
+
+
+def short_revision(revision: str) -> str:
+    return revision[:REVISION_PREFIX_CHARS]
+
+
+def document_error_code(document: Document) -> str:
+    """The stable code of a failed indexing (``error`` is ``"<code>"`` or ``"<code>: <text>"``)."""
+    if not document.error:
+        return ""
+    return document.error.split(":", 1)[0].strip()
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """The first ``limit`` characters on one line, cut at a word boundary where one is near."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit]
+    space = cut.rfind(" ")
+    if space > limit * 3 // 4:
+        cut = cut[:space]
+    return cut + " …"
+
+
+def routes_by_kb() -> dict[str, list[str]]:
+    """kb_id → route keys whose effective ``knowledge.kb_ids`` name it (``kb_id`` or ``kb_ids``).
+
+    Read through ``route_effective`` so this page applies exactly the rule retrieval applies. Routes
+    are configuration (tens, not thousands), so one query over all of them is fine.
+    """
+    result: dict[str, list[str]] = {}
+    for route in Route.objects.order_by("route_key"):
+        for kb_id in route_effective(route)["knowledge"]["kb_ids"]:
+            result.setdefault(kb_id, []).append(route.route_key)
+    return result
+
+
+def vector_lane_text(kb: KnowledgeBase, *, storage_ready: bool) -> str:
+    """Why a KB's hit test is hybrid or lexical only, before running it."""
+    if not kb.has_embeddings:
+        return "lexical only (no embedding provider)"
+    if not storage_ready:
+        return "lexical only (pgvector is not available)"
+    return "hybrid (lexical + vector)"
+
+
+def _count(value: int | None) -> tables.Cell:
+    return tables.Cell(f"{value or 0:,}", kind="mono")
+
+
+def _badge(word: str, tones: dict[str, str], *, sub: str = "", title: str = "") -> tables.Cell:
+    return tables.Cell(word, kind="badge", tone=tones.get(word, "neutral"), sub=sub, title=title)
+
+
+def embedding_cell(kb: KnowledgeBase) -> tables.Cell:
+    if not kb.has_embeddings:
+        return tables.Cell("none", kind="mono", sub="lexical only")
+    return tables.Cell(kb.embedding_provider, kind="mono", sub=f"{kb.embedding_model} · {kb.embedding_dim}")
+
+
+# --- forms ------------------------------------------------------------------------------------------------
+class SourceKeyField(forms.CharField):
+    """An optional document key; empty means "generate one"."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            required=False,
+            max_length=128,
+            label="Source key",
+            help_text="Stable ID of the document in this knowledge base; an existing key is replaced. "
+            "Empty: a new key console:<12 hex> is generated.",
+            widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+            **kwargs,
+        )
+
+    def validate(self, value: str) -> None:
+        super().validate(value)
+        if value and SOURCE_KEY_RE.fullmatch(value) is None:
+            raise coded_error("source_key_invalid")
+
+
+class DocumentPasteForm(forms.Form):
+    title = forms.CharField(max_length=TITLE_MAX_CHARS)
+    source_key = SourceKeyField()
+    content_type = forms.ChoiceField(
+        choices=Document.ContentType.choices,
+        initial=Document.ContentType.MARKDOWN,
+        label="Format",
+        help_text="HTML is converted to Markdown; scripts, styles and embedded images are removed.",
+    )
+    # Not stripped here: the service's sanitizer decides what whitespace means for each format.
+    content = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}))
+
+    def clean_content(self) -> str:
+        # A textarea submits CRLF line ends; keep the text the operator sees.
+        return self.cleaned_data["content"].replace("\r\n", "\n")
+
+    def clean(self) -> dict[str, Any]:
+        """Measure what ``document_put`` will store (the same sanitizer and HTML flag, as
+        ``knowledge.parsing`` does for files): too long is refused, never truncated; nothing left
+        after cleaning (only markup, scripts or images) is refused too."""
+        data = super().clean()
+        content, content_type = data.get("content"), data.get("content_type")
+        if content is None or not content_type:
+            return data
+        stored = sanitize_content(content, html={"html": True, "text": False}.get(content_type))
+        if utf16_length(stored) > parsing.MAX_TEXT_CHARS:
+            self.add_error("content", coded_error("document_too_large"))
+        elif not stored:
+            self.add_error("content", coded_error("document_empty"))
+        return data
+
+
+class DocumentUploadForm(forms.Form):
+    file = forms.FileField(
+        label="File",
+        allow_empty_file=True,
+        help_text=".txt, .md, .html, .pdf or .docx.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".txt,.md,.markdown,.html,.htm,.pdf,.docx"}),
+    )
+    title = forms.CharField(
+        required=False,
+        max_length=TITLE_MAX_CHARS,
+        help_text="Empty: the file's own title (first heading, PDF or DOCX title, or the file name).",
+    )
+    source_key = SourceKeyField()
+
+
+class KnowledgeBaseDeleteForm(forms.Form):
+    confirm = forms.CharField(max_length=64, label="Knowledge base ID")
+
+
+class DocumentFilterForm(forms.Form):
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *Document.Status.choices])
+
+
+class HitTestForm(forms.Form):
+    """The hit test's query. ``limit`` and ``lanes`` may be left out of a URL (defaults apply)."""
+
+    DEFAULT_LIMIT = 10
+    DEFAULT_LANES = "hybrid"
+
+    q = forms.CharField(
+        max_length=HIT_TEST_MAX_QUERY_CHARS,
+        label="Query",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "a question an agent might ask"}),
+    )
+    limit = forms.IntegerField(
+        required=False, min_value=1, max_value=HIT_TEST_MAX_LIMIT, initial=DEFAULT_LIMIT, label="Hits"
+    )
+    lanes = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("hybrid", "lexical + vector"),
+            ("lexical", "lexical only"),
+            ("vector", "vector only"),
+        ],
+        initial=DEFAULT_LANES,
+        label="Lanes",
+    )
+
+    def clean_limit(self) -> int:
+        return self.cleaned_data["limit"] or self.DEFAULT_LIMIT
+
+    def clean_lanes(self) -> str:
+        return self.cleaned_data["lanes"] or self.DEFAULT_LANES
+
+
+# --- upload size cap -------------------------------------------------------------------------------------
+class UploadSizeCap(FileUploadHandler):
+    """Stops receiving a file as soon as it exceeds ``parsing.MAX_FILE_BYTES``.
+
+    Without it Django would spool any size to a temporary file before the form could refuse it. The
+    rest of the request body is read and discarded (``connection_reset=False``) so the browser gets
+    the form back with the error instead of a reset connection.
+    """
+
+    def __init__(self, request: HttpRequest, max_bytes: int) -> None:
+        super().__init__(request)
+        self.max_bytes = max_bytes
+        self.received = 0
+
+    def new_file(self, *args: Any, **kwargs: Any) -> None:
+        super().new_file(*args, **kwargs)
+        self.received = 0
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        self.received += len(raw_data)
+        if self.received > self.max_bytes:
+            self.request.upload_too_large = True
+            raise StopUpload(connection_reset=False)
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None
+
+
+# --- list and detail --------------------------------------------------------------------------------------
+class KnowledgeBaseListView(ConsoleView, ListView):
+    permission_required = VIEW_PERMISSION
+    template_name = "knowledge/knowledgebase_list.html"
+    paginate_by = PAGE_SIZE
+
+    def get_queryset(self):
+        return (
+            KnowledgeBase.objects.select_related("stats")
+            .prefetch_related("writers")
+            .annotate(
+                docs_ready=Count("documents", filter=Q(documents__status=Document.Status.READY)),
+                docs_embedding=Count("documents", filter=Q(documents__status=Document.Status.EMBEDDING)),
+                docs_error=Count("documents", filter=Q(documents__status=Document.Status.ERROR)),
+            )
+            .order_by("kb_id")
+        )
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        routes = routes_by_kb()
+        table = tables.Table(
+            [
+                "Knowledge base",
+                "Status",
+                "Embedding model",
+                "Ready",
+                "Embedding",
+                "Error",
+                "Chunks",
+                "Writers",
+                "Workspaces",
+            ],
+            empty="No knowledge bases yet. They are configured in config files (bailing_apply).",
+        )
+        for kb in context["object_list"]:
+            stats = getattr(kb, "stats", None)
+            table.rows.append(
+                [
+                    tables.Cell(
+                        kb.kb_id,
+                        href=reverse("console:knowledge_detail", args=[kb.kb_id]),
+                        kind="mono",
+                        sub=kb.name,
+                    ),
+                    tables.badge("enabled" if kb.enabled else "disabled"),
+                    embedding_cell(kb),
+                    _count(kb.docs_ready),
+                    _count(kb.docs_embedding),
+                    _count(kb.docs_error),
+                    _count(stats.chunks if stats else 0),
+                    tables.words(sorted(client.app_id for client in kb.writers.all()), empty="none"),
+                    tables.words(routes.get(kb.kb_id, []), empty="none"),
+                ]
+            )
+        context["table"] = table
+        context["vector_ready"] = vector_storage_ready()
+        return context
+
+
+def document_table(documents, *, kb: KnowledgeBase) -> list[dict[str, Any]]:
+    """Rows of the documents table (rendered by the detail template, which adds a delete form)."""
+    rows = []
+    for document in documents:
+        code = document_error_code(document)
+        rows.append(
+            {
+                "document": document,
+                "href": reverse("console:knowledge_document_detail", args=[kb.kb_id, document.pk]),
+                "tone": DOCUMENT_TONES.get(document.status, "neutral"),
+                "error_code": code,
+                "revision": short_revision(document.revision),
+            }
+        )
+    return rows
+
+
+class KnowledgeBaseDetailView(ConsoleView, DetailView):
+    permission_required = VIEW_PERMISSION
+    template_name = "knowledge/knowledgebase_detail.html"
+    slug_field = "kb_id"
+    slug_url_kwarg = "kb_id"
+    context_object_name = "kb"
+    queryset = KnowledgeBase.objects.select_related("stats").prefetch_related("writers")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        kb = self.object
+        filter_form = DocumentFilterForm(self.request.GET or None)
+        documents = Document.objects.filter(kb=kb).defer("content", "metadata").order_by("source_key", "id")
+        if filter_form.is_bound and filter_form.is_valid() and filter_form.cleaned_data["status"]:
+            documents = documents.filter(status=filter_form.cleaned_data["status"])
+        paginator = Paginator(documents, PAGE_SIZE)
+        page_obj = paginator.get_page(self.request.GET.get("page"))
+        counts = dict(
+            Document.objects.filter(kb=kb)
+            .values_list("status")
+            .annotate(n=Count("id"))
+            .values_list("status", "n")
+        )
+        storage_ready = vector_storage_ready()
+        context.update(
+            {
+                "filter_form": filter_form,
+                "paginator": paginator,
+                "page_obj": page_obj,
+                "documents": document_table(page_obj.object_list, kb=kb),
+                "counts": {status: counts.get(status, 0) for status in Document.Status.values},
+                "total_documents": sum(counts.values()),
+                "stats": getattr(kb, "stats", None),
+                "writers": sorted(client.app_id for client in kb.writers.all()),
+                "routes": routes_by_kb().get(kb.kb_id, []),
+                "vector_lane": vector_lane_text(kb, storage_ready=storage_ready),
+                "embedding_base_url": (kb.embedding_config or {}).get("base_url", ""),
+                "can_manage": self.request.user.has_perm(MANAGE_PERMISSION),
+                "delete_form": KnowledgeBaseDeleteForm(),
+            }
+        )
+        return context
+
+
+class DocumentDetailView(ConsoleView, DetailView):
+    """One document: its facts, its stored (sanitized) text and its chunks, paginated."""
+
+    permission_required = VIEW_PERMISSION
+    template_name = "knowledge/document_detail.html"
+    context_object_name = "document"
+
+    def get_object(self, queryset=None):
+        kb = get_object_or_404(KnowledgeBase, kb_id=self.kwargs["kb_id"])
+        document = get_object_or_404(Document, kb=kb, pk=self.kwargs["doc_id"])
+        document.kb = kb
+        return document
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        document = self.object
+        chunks = Chunk.objects.filter(document=document).order_by("seq")
+        paginator = Paginator(chunks, CHUNKS_PER_PAGE)
+        page_obj = paginator.get_page(self.request.GET.get("page"))
+        table = tables.Table(
+            ["#", "Characters", "Lexemes", "Revision", "Text"],
+            empty="No chunks: the document has not been indexed yet."
+            if document.status != "ready"
+            else "No chunks.",
+        )
+        for chunk in page_obj.object_list:
+            stale = chunk.revision != document.revision
+            table.rows.append(
+                [
+                    tables.mono(chunk.seq),
+                    tables.mono(f"{chunk.char_start:,}–{chunk.char_end:,}"),
+                    _count(chunk.length),
+                    tables.Cell(
+                        short_revision(chunk.revision),
+                        kind="mono",
+                        title=chunk.revision,
+                        sub="stale" if stale else "",
+                    ),
+                    tables.Cell(chunk.content),
+                ]
+            )
+        context.update(
+            {
+                "kb": document.kb,
+                "chunks_table": table,
+                "paginator": paginator,
+                "page_obj": page_obj,
+                "tone": DOCUMENT_TONES.get(document.status, "neutral"),
+                "error_code": document_error_code(document),
+                "can_manage": self.request.user.has_perm(MANAGE_PERMISSION),
+            }
+        )
+        return context
+
+
+# --- writes -----------------------------------------------------------------------------------------------
+class KnowledgeBaseSetEnabledView(ConsoleView, View):
+    permission_required = MANAGE_PERMISSION
+    http_method_names = ["post"]
+
+    def post(self, request, kb_id):
+        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        form = ClientEnabledForm(request.POST)
+        if not form.is_valid():
+            return error_page(
+                request, status=400, title="Invalid request", detail="Choose enable or disable."
+            )
+        enabled = form.cleaned_data["enabled"]
+        changed = knowledge_base_set_enabled(kb=kb, enabled=enabled, actor=Actor.user(request.user))
+        word = "enabled" if enabled else "disabled"
+        if changed:
+            messages.success(request, f"Knowledge base {kb.kb_id} {word}.")
+        else:
+            messages.info(request, f"Knowledge base {kb.kb_id} was already {word}; nothing changed.")
+        return redirect("console:knowledge_detail", kb_id=kb.kb_id)
+
+
+class KnowledgeBaseDeleteView(ConsoleView, View):
+    """Deletes a KB with everything in it, after the operator typed its ID (a mistaken click on a
+    page of documents must not remove them all)."""
+
+    permission_required = MANAGE_PERMISSION
+    http_method_names = ["post"]
+
+    def post(self, request, kb_id):
+        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        form = KnowledgeBaseDeleteForm(request.POST)
+        if not form.is_valid() or form.cleaned_data["confirm"] != kb.kb_id:
+            messages.error(request, error_text("delete_not_confirmed") + " Nothing was deleted.")
+            return redirect("console:knowledge_detail", kb_id=kb.kb_id)
+        knowledge_base_delete(kb=kb, actor=Actor.user(request.user))
+        messages.success(request, f"Knowledge base {kb_id} deleted with its documents, chunks and vectors.")
+        return redirect("console:knowledge_list")
+
+
+class DocumentDeleteView(ConsoleView, View):
+    permission_required = MANAGE_PERMISSION
+    http_method_names = ["post"]
+
+    def post(self, request, kb_id, doc_id):
+        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        document = get_object_or_404(Document.objects.only("id", "source_key"), kb=kb, pk=doc_id)
+        deleted = document_delete(kb=kb, source_key=document.source_key, actor=Actor.user(request.user))
+        if deleted:
+            messages.success(request, f"Document {document.source_key} deleted with its chunks and vectors.")
+        else:
+            messages.info(request, f"Document {document.source_key} was already deleted.")
+        return redirect("console:knowledge_detail", kb_id=kb.kb_id)
+
+
+@dataclass(frozen=True)
+class _NewDocument:
+    source_key: str
+    title: str
+    content: str
+    content_type: str
+
+
+class _DocumentAddBase(ConsoleView, View):
+    """Shared by the paste and upload views: both render one page with both forms, and put the
+    document through ``document_put`` once their own form is valid."""
+
+    permission_required = MANAGE_PERMISSION
+    template_name = "knowledge/document_add.html"
+
+    def setup(self, request, *args, **kwargs):
+        super().setup(request, *args, **kwargs)
+        self.kb: KnowledgeBase | None = None
+
+    def _kb(self) -> KnowledgeBase:
+        if self.kb is None:
+            self.kb = get_object_or_404(KnowledgeBase, kb_id=self.kwargs["kb_id"])
+        return self.kb
+
+    def page(self, *, paste: forms.Form | None = None, upload: forms.Form | None = None, status: int = 200):
+        kb = self._kb()
+        return render(
+            self.request,
+            self.template_name,
+            {
+                "kb": kb,
+                "paste_form": paste or DocumentPasteForm(),
+                "upload_form": upload or DocumentUploadForm(),
+                "max_chars": parsing.MAX_TEXT_CHARS,
+                "max_mib": max_upload_mib(),
+            },
+            status=status,
+        )
+
+    def get(self, request, kb_id, **kwargs):
+        return self.page()
+
+    def put_document(self, new: _NewDocument):
+        kb = self._kb()
+        result = document_put(
+            kb=kb,
+            source_key=new.source_key,
+            title=new.title,
+            content=new.content,
+            content_type=new.content_type,
+            actor=Actor.user(self.request.user),
+        )
+        key = new.source_key
+        if not result.queued:
+            messages.info(
+                self.request, f"Document {key} is unchanged (same title and text); nothing was queued."
+            )
+        elif result.created:
+            messages.success(
+                self.request,
+                f"Document {key} added and queued: the knowledge worker will index it; "
+                "its status is shown below.",
+            )
+        else:
+            messages.success(
+                self.request,
+                f"Document {key} replaced and queued: the knowledge worker will index the new text; "
+                "its status is shown below.",
+            )
+        return redirect("console:knowledge_detail", kb_id=kb.kb_id)
+
+
+class DocumentAddView(_DocumentAddBase):
+    """Paste a document (title, optional key, format, text)."""
+
+    def post(self, request, kb_id):
+        self._kb()
+        form = DocumentPasteForm(request.POST)
+        if not form.is_valid():
+            return self.page(paste=form, status=400)
+        data = form.cleaned_data
+        return self.put_document(
+            _NewDocument(
+                source_key=data["source_key"] or generated_source_key(),
+                title=data["title"],
+                content=data["content"],
+                content_type=data["content_type"],
+            )
+        )
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class DocumentUploadView(_DocumentAddBase):
+    """Upload a file, parsed by :func:`knowledge.parsing.parse_document` (txt, md, html, pdf, docx).
+
+    The size cap must be installed before anything reads the body, and the CSRF middleware reads it
+    for every POST; so this view is exempt from the middleware and runs the very same check itself
+    (``csrf_protect``) right after installing the cap — CSRF is still enforced on every POST.
+    """
+
+    def dispatch(self, request, *args, **kwargs):
+        request.upload_too_large = False
+        request.upload_handlers.insert(0, UploadSizeCap(request, parsing.MAX_FILE_BYTES))
+        return csrf_protect(super().dispatch)(request, *args, **kwargs)
+
+    def post(self, request, kb_id):
+        self._kb()
+        form = DocumentUploadForm(request.POST, request.FILES)
+        if request.upload_too_large:
+            form.is_valid()
+            form.errors.pop("file", None)
+            form.add_error("file", coded_error("document_too_large"))
+            return self.page(upload=form, status=400)
+        if not form.is_valid():
+            return self.page(upload=form, status=400)
+        upload = form.cleaned_data["file"]
+        try:
+            # Size, type, readability, length and emptiness are all decided by the parser.
+            parsed = parsing.parse_document(upload.read(), upload.name or "")
+        except parsing.DocumentParseError as exc:
+            form.add_error("file", coded_error(exc.code))
+            return self.page(upload=form, status=400)
+        data = form.cleaned_data
+        return self.put_document(
+            _NewDocument(
+                source_key=data["source_key"] or generated_source_key(),
+                title=data["title"] or parsed.title,
+                content=parsed.text,
+                content_type=parsed.content_type,
+            )
+        )
+
+
+# --- hit test ---------------------------------------------------------------------------------------------
+def hit_table(result: SearchResult, *, kb: KnowledgeBase) -> tables.Table:
+    """One row per hit, best first: fused score, each lane's rank and raw score, the document."""
+    table = tables.Table(
+        ["#", "Fused score", "Lexical · BM25", "Vector · cosine", "Lanes", "Document", "Excerpt"],
+        empty="No hits.",
+    )
+    for rank, hit in enumerate(result.hits, start=1):
+        table.rows.append(
+            [
+                tables.mono(rank),
+                tables.Cell(f"{hit.score:.6f}", kind="mono"),
+                _lane_cell(hit.lexical_rank, hit.lexical_score, digits=3),
+                _lane_cell(hit.vector_rank, hit.vector_score, digits=4),
+                tables.words(hit.retrievers),
+                tables.Cell(
+                    hit.title,
+                    href=reverse("console:knowledge_document_detail", args=[kb.kb_id, hit.document_id]),
+                    sub=f"{hit.source_key} · chunk {hit.seq}",
+                ),
+                tables.Cell(excerpt(hit.content)),
+            ]
+        )
+    return table
+
+
+def _lane_cell(rank: int | None, score: float | None, *, digits: int) -> tables.Cell:
+    """A lane's rank with its raw score (BM25 or cosine, named by the column) underneath."""
+    if rank is None:
+        return tables.Cell("—", kind="muted", title="not found by this lane")
+    sub = f"{score:.{digits}f}" if score is not None else ""
+    return tables.Cell(f"#{rank}", kind="mono", sub=sub)
+
+
+class KnowledgeHitTestView(ConsoleView, View):
+    """Runs a query over this KB with no score threshold and shows how each lane ranked each hit.
+
+    A GET form: it changes nothing, so it needs no CSRF token and can be bookmarked. The query text
+    is neither logged nor audited here.
+    """
+
+    permission_required = VIEW_PERMISSION
+    http_method_names = ["get"]
+    template_name = "knowledge/hit_test.html"
+
+    def get(self, request, kb_id):
+        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        form = HitTestForm(request.GET if "q" in request.GET else None)
+        result = None
+        # Retrieval serves only enabled KBs (its freshness check drops the hits of a disabled one),
+        # so a hit test of a disabled KB would show an empty list that means nothing.
+        if kb.enabled and form.is_bound and form.is_valid():
+            data = form.cleaned_data
+            result = knowledge_search_bases(
+                bases=[kb],
+                query=data["q"],
+                limit=data["limit"],
+                min_score=None,
+                fusion=dict(FUSION_DEFAULTS),
+                lanes=LANE_CHOICES[data["lanes"]],
+            )
+        context = {
+            "kb": kb,
+            "form": form,
+            "result": result,
+            "hits_table": hit_table(result, kb=kb) if result is not None else None,
+            "mode_tone": MODE_TONES.get(result.mode, "neutral") if result else "",
+            "status_tone": SEARCH_STATUS_TONES.get(result.status, "neutral") if result else "",
+            "vector_lane": vector_lane_text(kb, storage_ready=vector_storage_ready()),
+            "fusion": FUSION_DEFAULTS,
+        }
+        return render(
+            request, self.template_name, context, status=200 if form.is_valid() or not form.is_bound else 400
+        )

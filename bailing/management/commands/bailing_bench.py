@@ -1,8 +1,9 @@
 """HTTP benchmark: req/s of agent endpoints against a bare DRF endpoint, under the real gunicorn config.
 
 Starts gunicorn (``bailing/gunicorn.conf.py``) on a free loopback port against the configured
-database, creates a throwaway benchmark client / workspace / agent session and a tool provider whose
-inline spec has 50 operations (stored through ``provider_spec_store``, as a refresh would), drives
+database, creates a throwaway benchmark client / workspace / agent session, a tool provider whose
+inline spec has 50 operations (stored through ``provider_spec_store``, as a refresh would) and a
+knowledge base holding the demo knowledge (indexed with the local MiniLM model), drives
 each endpoint with ``wrk`` (POST bodies through a small Lua script) or a built-in keep-alive load
 generator when wrk is not installed, prints req/s, latency and the SQL query count of one request,
 then removes what it created. Figures are only comparable within one run: the machine is shared, so
@@ -34,14 +35,23 @@ from django.utils import timezone
 
 from agent_runtime.models import AgentSession, Client, Route, ToolProvider
 from agent_runtime.services.catalog import route_catalog
+from agent_runtime.services.clients import Actor
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
 from bailing.api.authentication import AgentIdentity
+from knowledge.models import KnowledgeBase, KnowledgeBaseStats
+from knowledge.services.agent_knowledge import agent_knowledge_search
+from knowledge.services.bases import knowledge_base_delete
+from knowledge.services.documents import document_put
+from knowledge.services.indexing import documents_index
+from knowledge.vectors import vector_index_ensure, vector_storage_ready
 
 BENCH_KEY = "bench-workspace"
 BENCH_CLIENT = "bench-agent"
 BENCH_PROVIDER = "bench-tools"
+BENCH_KB = "bench-knowledge"
+KNOWLEDGE_QUERY = {"query": "how long does a refund take to reach the customer", "limit": 3}
 BENCH_TOOL_COUNT = 50
 SEARCH_BODY = {"query": "refund the latest order of a customer", "limit": 12}
 # A workspace of 50 tools in a handful of domains, so lexical ranking has real work to do.
@@ -245,7 +255,34 @@ class Command(BaseCommand):
         parser.add_argument("--connections", type=int, default=16)
         parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default: config)")
 
+    def _knowledge_base(self) -> None:
+        kb, _ = KnowledgeBase.objects.get_or_create(
+            kb_id=BENCH_KB,
+            defaults={
+                "name": "Benchmark knowledge",
+                "embedding_provider": "local",
+                "embedding_model": "all-MiniLM-L6-v2-onnx-int8",
+                "embedding_dim": 384,
+            },
+        )
+        KnowledgeBaseStats.objects.get_or_create(kb=kb)
+        if vector_storage_ready():
+            vector_index_ensure(kb_pk=kb.pk, dim=kb.embedding_dim)
+        queued = []
+        for path in sorted((Path(settings.BASE_DIR) / "examples" / "demo-knowledge").glob("*.md")):
+            result = document_put(
+                kb=kb,
+                source_key=f"bench:{path.stem}",
+                title=path.stem,
+                content=path.read_text(encoding="utf-8"),
+                actor=Actor.system("bailing_bench"),
+            )
+            if result.queued:
+                queued.append(result.document.pk)
+        documents_index(document_ids=queued)
+
     def _fixtures(self) -> tuple[str, Route, AgentSession]:
+        self._knowledge_base()
         provider, _ = ToolProvider.objects.update_or_create(
             name=BENCH_PROVIDER,
             defaults={"base_url": "http://127.0.0.1:9", "spec_source": ToolProvider.SpecSource.INLINE},
@@ -269,6 +306,7 @@ class Command(BaseCommand):
                 "target_config": {"system_prompt": "Benchmark."},
                 "agent_client": {"enabled": True},
                 "permission": "readwrite",
+                "knowledge": {"kb_id": BENCH_KB, "top_k": 4, "min_score": 0.3},
                 "tools": {
                     "sources": [{"provider": BENCH_PROVIDER, "allow": ["*"]}],
                     "agent_direct": {
@@ -295,6 +333,9 @@ class Command(BaseCommand):
         return access, route, session
 
     def _cleanup(self) -> None:
+        kb = KnowledgeBase.objects.filter(kb_id=BENCH_KB).first()
+        if kb is not None:
+            knowledge_base_delete(kb=kb, actor=Actor.system("bailing_bench"))
         Client.objects.filter(app_id=BENCH_CLIENT).delete()
         Route.objects.filter(route_key=BENCH_KEY).delete()
         ToolProvider.objects.filter(name=BENCH_PROVIDER).delete()
@@ -345,6 +386,15 @@ class Command(BaseCommand):
             }
         ).encode("ascii")
         turn_replay = turn_new.replace(UNIQUE, b"replay")
+        knowledge_path = f"/agent-api/v1/workspaces/{BENCH_KEY}/knowledge"
+        hints = agent_knowledge_search(
+            identity=AgentIdentity(session=session, client=session.client),
+            route_key=BENCH_KEY,
+            **KNOWLEDGE_QUERY,
+        )["hints"]
+        if not hints:
+            raise RuntimeError("the benchmark knowledge search found nothing to read")
+        read_body = json.dumps({"ref": hints[0]["ref"], "max_bytes": 16384}).encode("ascii")
         # (label, method, path, headers, body)
         targets: list[tuple[str, str, str, dict[str, str], bytes | None]] = [
             ("bare DRF endpoint", "GET", "/agent-api/v1/_bench/bare", {}, None),
@@ -364,7 +414,15 @@ class Command(BaseCommand):
                 search_body,
             ),
             ("GET /tools/:name (detail)", "GET", detail_path, auth, None),
-            ("POST turns (new turn each request)", "POST", turns_path, json_auth, turn_new),
+            (
+                "POST knowledge/search (hybrid, 3 hints)",
+                "POST",
+                f"{knowledge_path}/search",
+                json_auth,
+                json.dumps(KNOWLEDGE_QUERY).encode("ascii"),
+            ),
+            ("POST knowledge/read (16 KiB page)", "POST", f"{knowledge_path}/read", json_auth, read_body),
+            ("POST turns (new turn, inline knowledge)", "POST", turns_path, json_auth, turn_new),
             ("POST turns (idempotent replay)", "POST", turns_path, json_auth, turn_replay),
         ]
         port = _free_port()

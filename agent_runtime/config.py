@@ -979,6 +979,25 @@ def _provider_spec(value: Any, path: str) -> dict:
     return result
 
 
+def _secret_reference(data: dict, path: str) -> dict[str, str]:
+    """Where a secret is read from at apply/use time: ``secret_env`` (a variable name) or
+    ``secret_file`` (a path), at most one of them; the secret itself is never in a config file."""
+    if "secret_env" in data and "secret_file" in data:
+        raise ConfigError(_key(path, "secret_file"), "set either secret_env or secret_file, not both")
+    result: dict[str, str] = {}
+    if "secret_env" in data:
+        result["secret_env"] = _string(
+            data["secret_env"],
+            _key(path, "secret_env"),
+            max_len=128,
+            pattern=_ENV_NAME_RE,
+            pattern_reason="must be an environment variable name matching ^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        )
+    if "secret_file" in data:
+        result["secret_file"] = _string(data["secret_file"], _key(path, "secret_file"), max_len=1024)
+    return result
+
+
 def validate_tool_provider_config(data: dict, *, path: str) -> dict:
     """Validate one ``tool_providers[]`` item; return ``ToolProvider`` column values plus the secret
     reference (``secret_env`` / ``secret_file``, not columns; ``None`` when absent).
@@ -1046,18 +1065,7 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
         result["auto_refresh_min"] = _integer(
             data["auto_refresh_min"], _key(path, "auto_refresh_min"), lo=0, hi=1440
         )
-    if "secret_env" in data and "secret_file" in data:
-        raise ConfigError(_key(path, "secret_file"), "set either secret_env or secret_file, not both")
-    if "secret_env" in data:
-        result["secret_env"] = _string(
-            data["secret_env"],
-            _key(path, "secret_env"),
-            max_len=128,
-            pattern=_ENV_NAME_RE,
-            pattern_reason="must be an environment variable name matching ^[A-Za-z_][A-Za-z0-9_]{0,127}$",
-        )
-    if "secret_file" in data:
-        result["secret_file"] = _string(data["secret_file"], _key(path, "secret_file"), max_len=1024)
+    result.update(_secret_reference(data, path))
     return result
 
 
@@ -1092,21 +1100,10 @@ def _kb_embedding(value: Any, path: str) -> dict:
         for required in ("model", "dim", "base_url"):
             if required not in data:
                 raise ConfigError(_key(path, required), "is required for the openai provider")
-        if "secret_env" in data and "secret_file" in data:
-            raise ConfigError(_key(path, "secret_file"), "set either secret_env or secret_file, not both")
         result["model"] = _string(data["model"], _key(path, "model"), max_len=128)
         result["dim"] = _integer(data["dim"], _key(path, "dim"), lo=1, hi=16_000)
         config: dict[str, Any] = {"base_url": _provider_base_url(data["base_url"], _key(path, "base_url"))}
-        if "secret_env" in data:
-            config["secret_env"] = _string(
-                data["secret_env"],
-                _key(path, "secret_env"),
-                max_len=128,
-                pattern=_ENV_NAME_RE,
-                pattern_reason="must be an environment variable name matching ^[A-Za-z_][A-Za-z0-9_]{0,127}$",
-            )
-        if "secret_file" in data:
-            config["secret_file"] = _string(data["secret_file"], _key(path, "secret_file"), max_len=1024)
+        config.update(_secret_reference(data, path))
         if "timeout_seconds" in data:
             config["timeout_seconds"] = _integer(
                 data["timeout_seconds"], _key(path, "timeout_seconds"), lo=1, hi=300

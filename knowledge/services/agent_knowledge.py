@@ -270,6 +270,23 @@ def knowledge_delivery_build(
     return {**envelope, "hints": fitted["hints"]}
 
 
+def _audit(
+    *, identity: AgentIdentity, route: Route, action: str, target_type: str, target_id: str, data: dict
+) -> None:
+    """One audit event of the agent's session (inside the caller's transaction)."""
+    audit_record(
+        action=action,
+        actor_type="agent",
+        actor=str(identity.session.pk),
+        client_app_id=identity.client.app_id,
+        session_id=identity.session.pk,
+        route_key=route.route_key,
+        target_type=target_type,
+        target_id=target_id,
+        data=data,
+    )
+
+
 def agent_knowledge_search(
     *,
     identity: AgentIdentity,
@@ -299,13 +316,10 @@ def agent_knowledge_search(
     envelope |= {"knowledge_scope_revision": scope.revision, "status": result.status, "trust": TRUST}
     response = fit_search_hints(envelope=envelope, hints=hints)
     with transaction.atomic():
-        audit_record(
+        _audit(
+            identity=identity,
+            route=route,
             action="knowledge.agent.search",
-            actor_type="agent",
-            actor=str(identity.session.pk),
-            client_app_id=identity.client.app_id,
-            session_id=identity.session.pk,
-            route_key=route.route_key,
             target_type="knowledge_scope",
             target_id=scope.revision,
             data={
@@ -437,13 +451,10 @@ def agent_knowledge_read(
         next_cursor_for=lambda new_offset, new_served: _cursor_token(ref, claims, new_offset, new_served),
     )
     with transaction.atomic():
-        audit_record(
+        _audit(
+            identity=identity,
+            route=route,
             action="knowledge.agent.read",
-            actor_type="agent",
-            actor=str(identity.session.pk),
-            client_app_id=identity.client.app_id,
-            session_id=identity.session.pk,
-            route_key=route.route_key,
             target_type="knowledge_document",
             target_id=str(claims.document_id),
             data={

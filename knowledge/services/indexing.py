@@ -110,7 +110,10 @@ def document_chunks_remove(*, document: Document) -> int:
     return chunks
 
 
-def _postings_insert(*, kb_pk: int, chunk_ids: list[int], lexical: list[str]) -> None:
+def chunk_postings_insert(*, kb_pk: int, chunk_ids: list[int], lexical: list[str]) -> None:
+    """Write the postings of freshly inserted chunks (``lexical`` = their prepared texts, same order)
+    and add them to the BM25 statistics. Call after :func:`kb_index_lock` in the writing transaction;
+    ``knowledge_bench`` uses it too, so a synthetic corpus is indexed by the same SQL."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -256,7 +259,7 @@ def _write(item: _Prepared) -> IndexOutcome:
         )
         chunk_ids = [chunk.pk for chunk in chunks]
         if chunk_ids:
-            _postings_insert(kb_pk=kb.pk, chunk_ids=chunk_ids, lexical=item.lexical)
+            chunk_postings_insert(kb_pk=kb.pk, chunk_ids=chunk_ids, lexical=item.lexical)
             if item.vectors is not None:
                 vector_rows_insert(
                     [(chunk_id, kb.pk, item.vectors[i]) for i, chunk_id in enumerate(chunk_ids)]

@@ -347,6 +347,11 @@ def test_tampered_chunk_text_and_disabled_kb_drop_out():
     assert [h.source_key for h in result.hits] == ["b"]
     assert result.hits[0].content == "Refund requests for gift cards are refused."
 
+    # A chunk cut from another revision of a ready document is stale too.
+    knowledge_document(kb, "c", "Refund C", "Refund of shipping costs.")
+    Chunk.objects.filter(document__source_key="c", kb=kb).update(revision="0" * 64)
+    assert [h.source_key for h in _search([kb], "refund").hits] == ["b"]
+
     KnowledgeBase.objects.filter(pk=kb.pk).update(enabled=False)
     after = _search([kb], "refund")
     assert (after.status, after.hits) == ("ok", [])

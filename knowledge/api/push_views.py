@@ -39,7 +39,7 @@ from bailing.api.authentication import ClientTokenAuthentication
 from bailing.api.errors import Forbidden, InvalidRequest, NotFound
 from bailing.api.serializers import JSONObjectField, StrictCharField, StrictSerializer, validate_strict
 from bailing.api.timefmt import utc_iso
-from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, Document, KnowledgeBase
+from knowledge.models import KB_ID_RE, SOURCE_KEY_RE, TITLE_MAX_CHARS, Document, KnowledgeBase
 from knowledge.services.documents import document_delete, document_put
 
 CONTENT_MAX_CHARS = 300_000  # UTF-16 code units, as upstream's JavaScript counts (research §H4)
@@ -91,7 +91,8 @@ def _client_actor(client: Client) -> Actor:
 
 
 def _writable_kb(kb_id: str, client: Client) -> KnowledgeBase:
-    kb = KnowledgeBase.objects.filter(kb_id=kb_id).first() if len(kb_id) <= 64 else None
+    # A segment outside the kb_id pattern (a NUL byte would be a database error) names no KB.
+    kb = KnowledgeBase.objects.filter(kb_id=kb_id).first() if KB_ID_RE.fullmatch(kb_id) else None
     if kb is None:
         raise NotFound("Unknown knowledge base.")
     if not kb.writers.filter(pk=client.pk).exists():

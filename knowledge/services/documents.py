@@ -9,7 +9,8 @@ queued again (a retry after, say, the embedding endpoint came back).
 
 Revision = SHA-256 hex of ``title + NUL + sanitized content`` (research §H11). Concurrent puts of the
 same ``(kb, source_key)`` are safe: the row is locked, and two first puts race on the unique index
-(savepoint + re-read); the later one wins as an update.
+(savepoint + re-read); the later one wins as an update. A put racing a delete of the same key
+looks again after losing the insert race, so it never fails on a row that vanished.
 """
 
 from __future__ import annotations
@@ -65,9 +66,16 @@ def document_put(
     metadata = metadata or {}
     now = timezone.now()
     with transaction.atomic():
-        document = Document.objects.select_for_update().filter(kb=kb, source_key=source_key).first()
         created = False
-        if document is None:
+        document = None
+        # Lock the row, or create it. Losing the insert race to a concurrent first put means the row
+        # now exists — unless a concurrent delete already removed it again, so look (and maybe
+        # create) once more rather than assume it is there. Every retry follows another
+        # transaction's committed insert, so the loop always makes progress.
+        while document is None:
+            document = Document.objects.select_for_update().filter(kb=kb, source_key=source_key).first()
+            if document is not None:
+                break
             try:
                 with transaction.atomic():
                     document = Document.objects.create(
@@ -83,7 +91,7 @@ def document_put(
                     )
                 created = True
             except IntegrityError:
-                document = Document.objects.select_for_update().get(kb=kb, source_key=source_key)
+                document = None
         if not created:
             same = document.revision == revision
             if same and document.status != Document.Status.ERROR:

@@ -193,6 +193,24 @@ def test_unknown_kb_and_document_of_another_kb_are_404(world, administrator):
     assert Document.objects.filter(pk=world["doc"].pk).exists()
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["{kb}/", "{kb}/search/?q=refund", "{kb}/add/", "{kb}/upload/", "{kb}/docs/{doc}/"],
+)
+@pytest.mark.parametrize("kb_id", ["%00", "a%00b", "%ED%A0%80", "Policies"])
+def test_kb_id_outside_its_pattern_is_404_not_a_database_error(world, administrator, path, kb_id):
+    # A NUL byte in the URL reached PostgreSQL in the lookup: DataError, a 500 page.
+    url = "/console/knowledge/" + path.format(kb=kb_id, doc=world["doc"].pk)
+    assert signed_in(administrator).get(url).status_code == 404
+
+
+@pytest.mark.parametrize("path", ["{kb}/enabled/", "{kb}/delete/", "{kb}/add/", "{kb}/docs/{doc}/delete/"])
+def test_write_to_kb_id_outside_its_pattern_is_404(world, administrator, path):
+    url = "/console/knowledge/" + path.format(kb="%00", doc=world["doc"].pk)
+    assert signed_in(administrator).post(url, {"enabled": "false", "confirm": "x"}).status_code == 404
+    assert Document.objects.filter(pk=world["doc"].pk).exists()
+
+
 def test_nav_lists_knowledge_bases_for_every_role(world, approver, auditor, no_role_user):
     for user in (approver, auditor):
         names = [item["url_name"] for item in signed_in(user).get("/console/").context["console_nav"]]

@@ -268,6 +268,17 @@ def test_rate_limit_is_429_with_retry_after(api_client, kb, writer):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("segment", ["%00", "a%00b", "%ED%A0%80", "caf%C3%A9", "UPPER", "-x"])
+def test_kb_id_outside_its_pattern_is_404_not_a_database_error(api_client, kb, writer, segment):
+    # A NUL byte reached PostgreSQL in the lookup: DataError, 500 ``internal_error``.
+    before = _snapshot()
+    assert_error(put(api_client, segment, "doc", BODY, writer), 404, "not_found")
+    assert_error(api_client.delete(f"/kb/{segment}/docs/doc", **auth(writer)), 404, "not_found")
+    assert_error(api_client.get(f"/kb/{segment}/docs", **auth(writer)), 404, "not_found")
+    assert _snapshot() == before
+
+
+@pytest.mark.django_db
 def test_delete_removes_document_and_chunks_then_404(api_client, kb, writer):
     doc = knowledge_document(kb, "gone", "Gone", "Paragraph one.\n\nParagraph two.")
     assert Chunk.objects.filter(document=doc).exists()

@@ -26,8 +26,8 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
-from django.http import HttpRequest
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -45,7 +45,7 @@ from bailing.console.mixins import ConsoleView
 from bailing.console.views.common import PAGE_SIZE, error_page
 from knowledge import parsing
 from knowledge.chunking import sanitize_content
-from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, Chunk, Document, KnowledgeBase
+from knowledge.models import KB_ID_RE, SOURCE_KEY_RE, TITLE_MAX_CHARS, Chunk, Document, KnowledgeBase
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
 from knowledge.services.documents import document_delete, document_put
 from knowledge.services.search import SearchResult, knowledge_search_bases
@@ -94,6 +94,15 @@ def error_text(code: str) -> str:
 
 def max_upload_mib() -> int:
     return parsing.MAX_FILE_BYTES // (1024 * 1024)
+
+
+def kb_or_404(kb_id: str, queryset: QuerySet[KnowledgeBase] | None = None) -> KnowledgeBase:
+    """The knowledge base a URL names, or 404. A segment that cannot be a ``kb_id`` (a NUL byte,
+    which PostgreSQL refuses in any query, or any other character outside the pattern) is 404
+    before it reaches the database."""
+    if KB_ID_RE.fullmatch(kb_id) is None:
+        raise Http404("No such knowledge base.")
+    return get_object_or_404(KnowledgeBase.objects.all() if queryset is None else queryset, kb_id=kb_id)
 
 
 def coded_error(code: str) -> ValidationError:
@@ -386,6 +395,9 @@ class KnowledgeBaseDetailView(ConsoleView, DetailView):
     context_object_name = "kb"
     queryset = KnowledgeBase.objects.select_related("stats").prefetch_related("writers")
 
+    def get_object(self, queryset=None):
+        return kb_or_404(self.kwargs["kb_id"], self.get_queryset() if queryset is None else queryset)
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         kb = self.object
@@ -430,7 +442,7 @@ class DocumentDetailView(ConsoleView, DetailView):
     context_object_name = "document"
 
     def get_object(self, queryset=None):
-        kb = get_object_or_404(KnowledgeBase, kb_id=self.kwargs["kb_id"])
+        kb = kb_or_404(self.kwargs["kb_id"])
         document = get_object_or_404(Document, kb=kb, pk=self.kwargs["doc_id"])
         document.kb = kb
         return document
@@ -483,7 +495,7 @@ class KnowledgeBaseSetEnabledView(ConsoleView, View):
     http_method_names = ["post"]
 
     def post(self, request, kb_id):
-        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        kb = kb_or_404(kb_id)
         form = ClientEnabledForm(request.POST)
         if not form.is_valid():
             return error_page(
@@ -507,7 +519,7 @@ class KnowledgeBaseDeleteView(ConsoleView, View):
     http_method_names = ["post"]
 
     def post(self, request, kb_id):
-        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        kb = kb_or_404(kb_id)
         form = KnowledgeBaseDeleteForm(request.POST)
         if not form.is_valid() or form.cleaned_data["confirm"] != kb.kb_id:
             messages.error(request, error_text("delete_not_confirmed") + " Nothing was deleted.")
@@ -522,7 +534,7 @@ class DocumentDeleteView(ConsoleView, View):
     http_method_names = ["post"]
 
     def post(self, request, kb_id, doc_id):
-        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        kb = kb_or_404(kb_id)
         document = get_object_or_404(Document.objects.only("id", "source_key"), kb=kb, pk=doc_id)
         deleted = document_delete(kb=kb, source_key=document.source_key, actor=Actor.user(request.user))
         if deleted:
@@ -553,7 +565,7 @@ class _DocumentAddBase(ConsoleView, View):
 
     def _kb(self) -> KnowledgeBase:
         if self.kb is None:
-            self.kb = get_object_or_404(KnowledgeBase, kb_id=self.kwargs["kb_id"])
+            self.kb = kb_or_404(self.kwargs["kb_id"])
         return self.kb
 
     def page(self, *, paste: forms.Form | None = None, upload: forms.Form | None = None, status: int = 200):
@@ -711,7 +723,7 @@ class KnowledgeHitTestView(ConsoleView, View):
     template_name = "knowledge/hit_test.html"
 
     def get(self, request, kb_id):
-        kb = get_object_or_404(KnowledgeBase, kb_id=kb_id)
+        kb = kb_or_404(kb_id)
         form = HitTestForm(request.GET if "q" in request.GET else None)
         result = None
         # Retrieval serves only enabled KBs (its freshness check drops the hits of a disabled one),

@@ -142,3 +142,32 @@ def document_delete(*, kb: KnowledgeBase, source_key: str, actor: Actor) -> bool
             data={"kb_id": kb.kb_id, "source_key": source_key},
         )
     return True
+
+
+def documents_requeue(*, kb: KnowledgeBase, actor: Actor) -> int:
+    """Queue every ``ready`` or ``error`` document of ``kb`` for indexing again; return how many.
+
+    For when the index, not the content, must change: pgvector was installed after the documents
+    were indexed lexically, or chunking rules changed. Requeued documents leave search until the
+    worker has indexed them again (search serves only ``ready`` documents).
+    """
+    with transaction.atomic():
+        count = Document.objects.filter(
+            kb=kb, status__in=[Document.Status.READY, Document.Status.ERROR]
+        ).update(
+            status=Document.Status.EMBEDDING,
+            error="",
+            attempts=0,
+            lease_until=None,
+            enqueued_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+        audit_record(
+            action="knowledge.base.requeued",
+            actor_type=actor.type,
+            actor=actor.name,
+            target_type="knowledge_base",
+            target_id=kb.kb_id,
+            data={"documents": count},
+        )
+    return count

@@ -45,13 +45,24 @@ def _index_name(kb_pk: int) -> str:
     return f"knowledge_vec_kb_{int(kb_pk)}"
 
 
+_storage_ready = False
+
+
 def vector_storage_ready() -> bool:
-    """True when embeddings can be stored and searched (extension and table both present)."""
+    """True when embeddings can be stored and searched (extension and table both present).
+
+    A positive answer is remembered for the process (the table is never dropped); a negative one is
+    asked again, so a web process notices a table that ``knowledge_worker`` created after it started.
+    """
+    global _storage_ready
+    if _storage_ready:
+        return True
     if not vector_available():
         return False
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [VECTOR_TABLE])
-        return bool(cursor.fetchone()[0])
+        _storage_ready = bool(cursor.fetchone()[0])
+    return _storage_ready
 
 
 def vector_storage_ensure(cursor: Any | None = None) -> bool:

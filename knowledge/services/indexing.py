@@ -84,9 +84,13 @@ def document_chunks_remove(*, document: Document) -> int:
             )
             UPDATE knowledge_termstat t SET df = t.df - old.n
             FROM old WHERE t.kb_id = %s AND t.term = old.term
+            RETURNING t.term, t.df
             """,
             [document.pk, document.kb_id],
         )
+        # Terms no chunk of the KB contains any more would only inflate the table; only the terms
+        # just decremented can have reached zero, so the KB's whole vocabulary is never scanned.
+        vanished = [term for term, df in cursor.fetchall() if df <= 0]
         cursor.execute(
             "SELECT count(*), coalesce(sum(length), 0) FROM knowledge_chunk WHERE document_id = %s",
             [document.pk],
@@ -105,8 +109,11 @@ def document_chunks_remove(*, document: Document) -> int:
                 [chunks, tokens, document.kb_id],
             )
             cursor.execute("DELETE FROM knowledge_chunk WHERE document_id = %s", [document.pk])
-        # Terms no chunk of the KB contains any more would only inflate the table.
-        cursor.execute("DELETE FROM knowledge_termstat WHERE kb_id = %s AND df <= 0", [document.kb_id])
+        if vanished:
+            cursor.execute(
+                "DELETE FROM knowledge_termstat WHERE kb_id = %s AND term = ANY(%s)",
+                [document.kb_id, vanished],
+            )
     return chunks
 
 

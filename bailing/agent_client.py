@@ -287,6 +287,57 @@ class ReferenceAgentClient:
             bearer=self.access_token if with_bearer else None,
         )
 
+    # -- knowledge (bailing.agent-knowledge.v1) ------------------------------------------------------
+    # What a host's two knowledge tools call: search returns hints (reference-only provenance), read
+    # follows next_cursor with the same run and the original reference until the chain ends.
+
+    def knowledge_search(
+        self, route: str, query: str, *, limit: int | None = None, run_id: str | None = None
+    ) -> dict:
+        body: dict[str, Any] = {"query": query}
+        if limit is not None:
+            body["limit"] = limit
+        if run_id is not None:
+            body["run_id"] = run_id
+        result = self._call(
+            "POST",
+            f"/agent-api/v1/workspaces/{route}/knowledge/search",
+            expect=200,
+            json=body,
+            bearer=self.access_token,
+        )
+        if result.get("schema_version") != "bailing.agent-knowledge-search.v1":
+            raise AssertionError("unknown knowledge search schema")  # never pretend success
+        return result
+
+    def knowledge_read(
+        self, route: str, ref: str, *, run_id: str | None = None, max_bytes: int | None = None
+    ) -> tuple[str, list[dict]]:
+        """Read a referenced document page by page; return the text and every page's response.
+
+        The last page says whether the chain stopped at the 128 KiB budget (``budget_exhausted``).
+        """
+        pages: list[dict] = []
+        cursor: str | None = None
+        while True:
+            body: dict[str, Any] = {"ref": ref}
+            for key, value in (("run_id", run_id), ("cursor", cursor), ("max_bytes", max_bytes)):
+                if value is not None:
+                    body[key] = value
+            page = self._call(
+                "POST",
+                f"/agent-api/v1/workspaces/{route}/knowledge/read",
+                expect=200,
+                json=body,
+                bearer=self.access_token,
+            )
+            if page.get("schema_version") != "bailing.agent-knowledge-read.v1":
+                raise AssertionError("unknown knowledge read schema")
+            pages.append(page)
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return "".join(p["content"] for p in pages), pages
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.close()
@@ -308,7 +359,9 @@ def _print_json(label: str, value: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``login``: sign in through the browser, then show the workspaces and the bootstrap profile."""
+    """``login``: sign in through the browser, then show the workspaces and the bootstrap profile.
+    ``knowledge``: with tokens saved by ``login --save``, search a workspace's knowledge and read the
+    best hit."""
     import argparse
     import json
     import os
@@ -324,7 +377,13 @@ def main(argv: list[str] | None = None) -> int:
     login.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the browser")
     login.add_argument("--no-browser", action="store_true", help="print the URL instead of opening it")
     login.add_argument("--save", metavar="FILE", help="write the tokens to FILE (mode 0600)")
+    knowledge = sub.add_parser("knowledge", help="search a workspace's knowledge and read the best hit")
+    knowledge.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    knowledge.add_argument("--workspace", required=True, help="workspace (route key)")
+    knowledge.add_argument("query", help="what to search for")
     args = parser.parse_args(argv)
+    if args.command == "knowledge":
+        return _knowledge_command(args)
 
     agent = ReferenceAgentClient(args.hub, args.client, [args.workspace], device_label=args.device)
     try:
@@ -348,6 +407,33 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Tokens written to {args.save} (mode 0600).")
     except (AgentAuthError, AuthorizationDenied, TimeoutError) as exc:
         print(f"sign-in failed: {exc}")
+        return 1
+    finally:
+        agent.close()
+    return 0
+
+
+def _knowledge_command(args: Any) -> int:
+    import json
+
+    with open(args.tokens, encoding="utf-8") as handle:
+        saved = json.load(handle)
+    agent = ReferenceAgentClient(saved["hub"], saved["client_app_id"], [args.workspace])
+    agent.access_token = saved["access_token"]
+    try:
+        result = agent.knowledge_search(args.workspace, args.query)
+        _print_json("POST knowledge/search", result)
+        if result["hints"]:
+            text, pages = agent.knowledge_read(args.workspace, result["hints"][0]["ref"])
+            last = pages[-1]
+            print(
+                f"--- read {result['hints'][0]['title']!r}: {len(pages)} page(s), "
+                f"{len(text.encode())} of {last['total_content_bytes']} bytes"
+                f"{' (chain budget exhausted)' if last['budget_exhausted'] else ''}"
+            )
+            print(text)
+    except AgentAuthError as exc:
+        print(f"knowledge request failed: {exc}")
         return 1
     finally:
         agent.close()

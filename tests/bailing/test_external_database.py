@@ -8,29 +8,11 @@ external-database path must be proven, never silently skipped.
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 from pathlib import Path
 
-import psycopg
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = os.environ.get("BAILING_EXTERNAL_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-@pytest.fixture
-def external_database_url():
-    name = f"bailing_ext_{secrets.token_hex(4)}"
-    with psycopg.connect(SERVER, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = SERVER.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(SERVER, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def manage(url: str, *args: str) -> subprocess.CompletedProcess:

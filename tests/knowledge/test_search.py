@@ -6,13 +6,11 @@ import json
 import logging
 import math
 import os
-import secrets
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import psycopg
 import pytest
 from django.db import connection
 
@@ -37,7 +35,6 @@ from tests.factories import KnowledgeBaseFactory, RouteFactory, knowledge_docume
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTERNAL_SERVER = os.environ.get("BAILING_EXTERNAL_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 REFUNDS = "Refunds are paid back to the original card within fourteen days of the return."
 SHIPPING = "Parcels ship from the Berlin warehouse; delivery takes two working days."
@@ -379,19 +376,6 @@ r = knowledge_search_bases(bases=[kb], query="refund", limit=5, min_score=None, 
 print(json.dumps({"status": r.status, "mode": r.mode, "degraded": r.degraded, "kb_status": r.kb_status,
     "hits": [[h.source_key, list(h.retrievers)] for h in r.hits]}))
 """
-
-
-@pytest.fixture
-def external_database_url():
-    name = f"bailing_retr_{secrets.token_hex(4)}"
-    with psycopg.connect(EXTERNAL_SERVER, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = EXTERNAL_SERVER.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(EXTERNAL_SERVER, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_server_without_pgvector_searches_lexically_and_says_so(external_database_url):

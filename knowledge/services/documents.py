@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -26,6 +27,7 @@ from agent_runtime.services.clients import Actor
 from approvals.services.audit import audit_record
 from knowledge.chunking import sanitize_content
 from knowledge.models import Document, KnowledgeBase
+from knowledge.parsing import parse_file
 from knowledge.services.indexing import document_chunks_remove, kb_index_lock
 
 # What the sanitizer is told about the input: HTML is always converted, text never, Markdown only
@@ -171,3 +173,26 @@ def documents_requeue(*, kb: KnowledgeBase, actor: Actor) -> int:
             data={"documents": count},
         )
     return count
+
+
+def documents_put_files(
+    *, kb: KnowledgeBase, paths: list[Path], source_prefix: str, actor: Actor
+) -> list[int]:
+    """Put each file (parsed by :func:`knowledge.parsing.parse_file`: title from its first heading or
+    metadata) as ``<source_prefix><file stem>``; return the ids of the documents that were queued
+    (changed or new). For small, trusted folders (the demo, benchmarks): a file that does not parse
+    raises ``DocumentParseError``; ``knowledge_ingest`` is the command for arbitrary folders."""
+    queued = []
+    for path in paths:
+        parsed = parse_file(path)
+        result = document_put(
+            kb=kb,
+            source_key=f"{source_prefix}{path.stem}",
+            title=parsed.title,
+            content=parsed.text,
+            content_type=parsed.content_type,
+            actor=actor,
+        )
+        if result.queued:
+            queued.append(result.document.pk)
+    return queued

@@ -32,7 +32,7 @@ from agent_runtime.services.config_apply import config_apply
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
 from bailing.roles import ADMINISTRATOR, roles_sync
 from knowledge.models import Document, KnowledgeBase
-from knowledge.services.documents import document_put
+from knowledge.services.documents import documents_put_files
 from knowledge.services.indexing import documents_index
 
 DEMO_CONFIG = Path(settings.BASE_DIR) / "examples" / "demo.yaml"
@@ -49,21 +49,12 @@ def _demo_knowledge() -> list[str]:
     kb = KnowledgeBase.objects.filter(kb_id=DEMO_KB).first()
     if kb is None:
         return [f"  Demo knowledge: knowledge base {DEMO_KB} is not configured."]
-    queued = []
-    for path in sorted(DEMO_KNOWLEDGE_DIR.glob("*.md")):
-        text = path.read_text(encoding="utf-8")
-        first = text.splitlines()[0] if text else ""
-        title = first.lstrip("#").strip() if first.startswith("# ") else path.stem
-        result = document_put(
-            kb=kb,
-            source_key=f"demo:{path.stem}",
-            title=title,
-            content=text,
-            content_type="markdown",
-            actor=Actor.system("bailing_demo"),
-        )
-        if result.queued:
-            queued.append(result.document.pk)
+    queued = documents_put_files(
+        kb=kb,
+        paths=sorted(DEMO_KNOWLEDGE_DIR.glob("*.md")),
+        source_prefix="demo:",
+        actor=Actor.system("bailing_demo"),
+    )
     if queued:
         documents_index(document_ids=queued)
     ready = Document.objects.filter(kb=kb, status=Document.Status.READY).count()

@@ -33,6 +33,7 @@ from django.test import Client as DjangoClient
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agent_runtime.config import validate_knowledge_base_config
 from agent_runtime.models import AgentSession, Client, Route, ToolProvider
 from agent_runtime.services.catalog import route_catalog
 from agent_runtime.services.clients import Actor
@@ -40,12 +41,11 @@ from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
 from bailing.api.authentication import AgentIdentity
-from knowledge.models import KnowledgeBase, KnowledgeBaseStats
+from knowledge.models import KnowledgeBase
 from knowledge.services.agent_knowledge import agent_knowledge_search
-from knowledge.services.bases import knowledge_base_delete
-from knowledge.services.documents import document_put
+from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
+from knowledge.services.documents import documents_put_files
 from knowledge.services.indexing import documents_index
-from knowledge.vectors import vector_index_ensure, vector_storage_ready
 
 BENCH_KEY = "bench-workspace"
 BENCH_CLIENT = "bench-agent"
@@ -256,29 +256,17 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default: config)")
 
     def _knowledge_base(self) -> None:
-        kb, _ = KnowledgeBase.objects.get_or_create(
-            kb_id=BENCH_KB,
-            defaults={
-                "name": "Benchmark knowledge",
-                "embedding_provider": "local",
-                "embedding_model": "all-MiniLM-L6-v2-onnx-int8",
-                "embedding_dim": 384,
-            },
+        actor = Actor.system("bailing_bench")
+        data = validate_knowledge_base_config(
+            {"kb_id": BENCH_KB, "name": "Benchmark knowledge"}, path="bench"
         )
-        KnowledgeBaseStats.objects.get_or_create(kb=kb)
-        if vector_storage_ready():
-            vector_index_ensure(kb_pk=kb.pk, dim=kb.embedding_dim)
-        queued = []
-        for path in sorted((Path(settings.BASE_DIR) / "examples" / "demo-knowledge").glob("*.md")):
-            result = document_put(
-                kb=kb,
-                source_key=f"bench:{path.stem}",
-                title=path.stem,
-                content=path.read_text(encoding="utf-8"),
-                actor=Actor.system("bailing_bench"),
-            )
-            if result.queued:
-                queued.append(result.document.pk)
+        kb, _, _ = knowledge_base_upsert(data=data, actor=actor)
+        queued = documents_put_files(
+            kb=kb,
+            paths=sorted((Path(settings.BASE_DIR) / "examples" / "demo-knowledge").glob("*.md")),
+            source_prefix="bench:",
+            actor=actor,
+        )
         documents_index(document_ids=queued)
 
     def _fixtures(self) -> tuple[str, Route, AgentSession]:

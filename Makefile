@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test browser lint bench clean
+.PHONY: install demo test browser lint bench stop clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -37,5 +37,9 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-clean:
+## Stop the embedded PostgreSQL under var/pg if one is running (the demo and tests share it).
+stop:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m bailing.db.embedded stop; fi
+
+clean: stop
 	rm -rf $(VENV) var

@@ -21,5 +21,9 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS") or "127.0.0.1"
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOGLEVEL") or "info"
+# gunicorn's control socket defaults to one path per user (~/.gunicorn/gunicorn.ctl), which every
+# instance of that user would share (the demo, tests, benchmarks): off unless a path is given.
+control_socket = os.environ.get("GUNICORN_CONTROL_SOCKET") or "var/gunicorn.ctl"
+control_socket_disable = not os.environ.get("GUNICORN_CONTROL_SOCKET")
 # Settings start or attach to the embedded PostgreSQL once in the master, before workers fork.
 preload_app = True

@@ -115,8 +115,8 @@ if env.str("DATABASE_URL", default=""):
 else:
     from bailing.db.embedded import embedded_database_url
 
-    _pgdata = Path(env.str("BAILING_PGDATA", default=str(BASE_DIR / "var" / "pg")))
-    DATABASES = {"default": env.db_url_config(embedded_database_url(_pgdata))}
+    BAILING_PGDATA = Path(env.str("BAILING_PGDATA", default=str(BASE_DIR / "var" / "pg")))
+    DATABASES = {"default": env.db_url_config(embedded_database_url(BAILING_PGDATA))}
     BAILING_EMBEDDED_DB = True
 
 if DATABASES["default"]["ENGINE"] not in {

@@ -10,6 +10,19 @@ from rest_framework.test import APIClient
 pytest_plugins = ["tests.support.external_db"]
 
 
+def pytest_unconfigure(config):
+    """Stop the embedded PostgreSQL if this test session started it (a running demo's is left alone)."""
+    from django.conf import settings
+
+    from bailing.db import embedded
+
+    if getattr(settings, "BAILING_EMBEDDED_DB", False) and embedded.started_here:
+        from django.db import connections
+
+        connections.close_all()
+        embedded.embedded_server_stop(settings.BAILING_PGDATA)
+
+
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()

@@ -1,6 +1,7 @@
 """The Agent Capability Contract (ACC v1, OpenAPI ``x-agent-capability``): validation and approval rules.
 
-:data:`ACC_SCHEMA` is this project's own JSON Schema (draft 2020-12) for one declaration, written
+:data:`ACC_SCHEMA` (``schemas/agent-capability-contract.v1.json``) is this project's own JSON Schema
+(draft 2020-12) for one declaration, written
 from the contract's facts (field names, types, limits): ``version`` (1), ``enabled`` and ``scope``
 are required; ``risk.level``, ``subject.required``, ``approval.{required,prompt,when}``,
 ``execution.{readonly,idempotent,timeout_ms,rate_limit}``, ``audit.sensitive``,
@@ -38,7 +39,9 @@ caller rejects the call before dispatch.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
@@ -51,108 +54,11 @@ RISK_LEVELS = ("low", "medium", "high")
 NUMERIC_OPS = frozenset({">", ">=", "<", "<="})
 CONDITION_OPS = (">", ">=", "<", "<=", "==", "!=", "in", "contains", "exists")
 
-# No whitespace or control character anywhere; written with a look-ahead instead of ``$`` because
-# ``$`` also matches before a trailing newline in Python and JavaScript alike.
-_TOKEN_PATTERN = r"^(?![\s\S]*[\s\x00-\x1f\x7f])"
-
-ACC_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "urn:bailing-hub:schema:agent-capability-contract:v1",
-    "title": "Agent Capability Contract v1 (x-agent-capability)",
-    "type": "object",
-    "required": ["version", "enabled", "scope"],
-    "properties": {
-        "version": {"type": "integer", "const": ACC_VERSION},
-        "enabled": {"type": "boolean"},
-        "scope": {"type": "string", "minLength": 1, "maxLength": 191, "pattern": _TOKEN_PATTERN},
-        "risk": {
-            "type": "object",
-            "properties": {"level": {"enum": list(RISK_LEVELS)}},
-        },
-        "subject": {
-            "type": "object",
-            "properties": {
-                "required": {"type": "boolean"},
-                "field": {"type": "string", "minLength": 1, "maxLength": 191, "pattern": _TOKEN_PATTERN},
-            },
-        },
-        "approval": {
-            "type": "object",
-            "properties": {
-                "required": {"type": "boolean"},
-                "prompt": {"type": "string", "maxLength": 200},
-                "when": {"type": "array", "maxItems": 20, "items": {"$ref": "#/$defs/approvalWhen"}},
-            },
-        },
-        "execution": {
-            "type": "object",
-            "properties": {
-                "readonly": {"type": "boolean"},
-                "idempotent": {"type": "boolean"},
-                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600_000},
-                "rate_limit": {"$ref": "#/$defs/rateLimit"},
-            },
-        },
-        "audit": {"type": "object", "properties": {"sensitive": {"type": "boolean"}}},
-        "outcome": {
-            "type": "object",
-            "properties": {
-                "result": {"type": "string", "minLength": 1, "maxLength": 300},
-                "side_effect": {"enum": ["none", "read", "write", "notify", "external"]},
-            },
-        },
-        "guidance": {
-            "type": "object",
-            "properties": {
-                "when_to_use": {"type": "string", "maxLength": 500},
-                "returns": {"type": "string", "maxLength": 500},
-                "examples": {"type": "array", "maxItems": 5},
-                "context": {
-                    "type": "array",
-                    "maxItems": 50,
-                    "items": {"type": "string", "minLength": 1, "maxLength": 100},
-                },
-            },
-        },
-    },
-    "$defs": {
-        "rateLimit": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["count", "window"],
-            "properties": {
-                "count": {"type": "integer", "minimum": 1},
-                "window": {"enum": ["1s", "1m", "1h", "1d"]},
-            },
-        },
-        "approvalWhen": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["param", "op"],
-            "properties": {
-                "param": {"type": "string", "minLength": 1, "maxLength": 191, "pattern": _TOKEN_PATTERN},
-                "op": {"enum": list(CONDITION_OPS)},
-                "value": True,
-                "label": {"type": "string", "minLength": 1, "maxLength": 120},
-            },
-            # Value shape per operator: everything but ``exists`` compares against a value.
-            "allOf": [
-                {
-                    "if": {"properties": {"op": {"const": "exists"}}},
-                    "else": {"required": ["value"]},
-                },
-                {
-                    "if": {"properties": {"op": {"enum": sorted(NUMERIC_OPS)}}},
-                    "then": {"properties": {"value": {"type": "number"}}},
-                },
-                {
-                    "if": {"properties": {"op": {"const": "in"}}},
-                    "then": {"properties": {"value": {"type": "array", "minItems": 1}}},
-                },
-            ],
-        },
-    },
-}
+# The schema is a data file of its own, so the compiler and the Demo Shop's contract test validate
+# against one declaration. Its token pattern (no whitespace or control character anywhere) is a
+# look-ahead rather than ``$``, which also matches before a trailing newline in Python and JavaScript.
+ACC_SCHEMA_FILE = Path(__file__).with_name("schemas") / "agent-capability-contract.v1.json"
+ACC_SCHEMA: dict[str, Any] = json.loads(ACC_SCHEMA_FILE.read_text(encoding="utf-8"))
 
 _VALIDATOR = Draft202012Validator(ACC_SCHEMA)
 

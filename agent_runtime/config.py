@@ -874,7 +874,7 @@ _PROVIDER_KEYS = (
     "secret_file",
 )
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-# Signed paths travel in headers and in the signed string: printable ASCII only (agent_runtime.signing).
+# Signed paths travel in headers and in the signed string: printable ASCII only (bailing.signing).
 _PRINTABLE_ASCII_RE = re.compile(r"[\x21-\x7e]+")
 # RFC 3986 path and query characters: an HTTP client sends them unchanged, so the path the business
 # receives is byte for byte the path that was signed.

@@ -88,7 +88,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "bailing.urls"
+ROOT_URLCONF = "bailing.shell.urls"
 WSGI_APPLICATION = "bailing.wsgi.application"
 
 TEMPLATES = [
@@ -101,7 +101,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "bailing.console.nav.console_nav",
+                "bailing.shell.console.nav.console_nav",
             ],
         },
     },

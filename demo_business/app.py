@@ -2,7 +2,7 @@
 
 Every tool call passes the same gates, in this order, before any business code runs:
 
-1. hub signature and timestamp (``agent_runtime.signing``) -> 401 ``invalid_signature``;
+1. hub signature and timestamp (``bailing.signing``) -> 401 ``invalid_signature``;
 2. acting customer from the *signed* ``X-Bailing-On-Behalf-Of``: missing for a subject tool -> 401
    ``subject_required``, not a customer of the shop -> 403 ``subject_not_allowed``;
 3. for writes, ``X-Bailing-Idempotency-Key`` -> 400 when missing or malformed;
@@ -28,7 +28,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
-from agent_runtime import signing
+from bailing import signing
 from demo_business.config import DemoConfig
 from demo_business.errors import DemoError, invalid_request
 from demo_business.spec import ORDER_ID_PATTERN, SPEC_PATH, spec_bytes

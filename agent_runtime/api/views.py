@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent_runtime.services import catalog
+from agent_runtime.selectors import catalog
 from agent_runtime.services.workspaces import workspace_profile, workspace_resolve, workspaces_for_identity
 from agent_runtime.tools.compiler import TOOL_NAME_RE
 from bailing.api.authentication import AgentBearerAuthentication

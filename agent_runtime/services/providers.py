@@ -58,11 +58,11 @@ from agent_runtime.models import ToolProvider
 from agent_runtime.secrets_box import SealedSecretError, open_sealed, seal
 from agent_runtime.services.clients import Actor
 from agent_runtime.services.tool_specs import provider_spec_store
-from agent_runtime.signing import sign_spec_fetch
 from agent_runtime.tools.compiler import CompileResult, SpecParseError, compile_spec, parse_spec_text
 from approvals.services.audit import audit_record
 from bailing.api.hashing import constant_time_equals
 from bailing.api.text import has_control_chars, has_lone_surrogate
+from bailing.signing import sign_spec_fetch
 
 __all__ = [
     "SECRET_PURPOSE",

@@ -35,17 +35,17 @@ from agent_runtime import runtime_errors as errors
 from agent_runtime.config import route_effective
 from agent_runtime.memory import cut_utf16, memory_recent
 from agent_runtime.models import AgentConversation, AgentRun, Route, VisibleMessage
-from agent_runtime.run_selectors import run_get_for_session, run_id_parse
-from agent_runtime.services import catalog as catalog_service
+from agent_runtime.selectors import catalog as catalog_service
+from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.services.workspaces import workspace_profile, workspace_resolve
 from approvals.services.audit import audit_record
 from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256
 from bailing.api.limits import compact_json_utf8_bytes
 from bailing.api.timefmt import utc_iso
+from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
+from knowledge.selectors.search import SearchResult
 from knowledge.services import agent_knowledge
-from knowledge.services.scope import KnowledgeScope, knowledge_scope
-from knowledge.services.search import SearchResult
 
 TURN_SCHEMA = "bailing.agent-turn-context.v1"
 COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"

@@ -6,7 +6,7 @@ import json
 
 from django import template
 
-from bailing.console.tables import BADGE_TONES, utc_iso
+from bailing.ui.tables import BADGE_TONES, utc_iso
 
 register = template.Library()
 
@@ -25,7 +25,7 @@ def pretty_json(value):
 
 @register.filter
 def tone(word):
-    """Badge tone of a status word (see ``bailing.console.tables.BADGE_TONES``)."""
+    """Badge tone of a status word (see ``bailing.ui.tables.BADGE_TONES``)."""
     return BADGE_TONES.get(str(word), "neutral")
 
 

@@ -1,4 +1,4 @@
-"""``/kb/`` URLs of the knowledge push API (mounted by ``bailing.urls``).
+"""``/kb/`` URLs of the knowledge push API (mounted by ``bailing.shell.urls``).
 
 ``source_key`` is captured as a path so that a key with a slash reaches the view and is answered
 400 ``invalid_request`` (the key pattern), rather than an unexplained 404.

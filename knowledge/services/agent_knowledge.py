@@ -22,13 +22,13 @@ Decisions (research §H5–H13, recorded here because the spec leaves them open)
   search does) and is at most 2000 UTF-16 units; ``limit`` is a JSON integer 1–3 (``true`` and
   ``"2"`` are rejected, never coerced or clamped) and defaults to 3.
 * Retrieval asks for ``max(route top_k, limit)`` hits with the route's ``min_score`` (which bounds
-  the vector lane, see :mod:`knowledge.services.search`), keeps the best chunk of each parent
+  the vector lane, see :mod:`knowledge.selectors.search`), keeps the best chunk of each parent
   document, best first, and stops at ``limit`` documents.
 * A hint's ``summary`` is the best current chunk's text, verbatim, cut to 480 UTF-16 units without
   splitting a character (the byte budget may shorten it further). ``title`` is cut to 191 units.
   ``score`` is the fused ranking score rounded to 4 decimals: a ranking score, not a probability.
 * References bind :func:`caller_binding` (client, session, the session's principal and
-  on_behalf_of, route, run or ``None``), the scope revision (:mod:`knowledge.services.scope`),
+  on_behalf_of, route, run or ``None``), the scope revision (:mod:`knowledge.selectors.scope`),
   the document id and its revision. A read recomputes the binding from the *current* caller and
   the request's ``run_id``: a reference searched with a run must be read with that run, one searched
   without a run must be read without one.
@@ -62,8 +62,8 @@ from django.db import DatabaseError, connection, transaction
 from agent_runtime.config import route_effective
 from agent_runtime.memory import cut_utf16
 from agent_runtime.models import AgentRun, Route
-from agent_runtime.run_selectors import run_get_for_session, run_id_parse
 from agent_runtime.runtime_errors import RunNotFound
+from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.services.workspaces import workspace_resolve
 from approvals.services.audit import audit_record
 from bailing.api.authentication import AgentIdentity
@@ -82,9 +82,9 @@ from knowledge.errors import (
     KnowledgeUnavailable,
 )
 from knowledge.models import Document
+from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
+from knowledge.selectors.search import Hit, SearchResult, knowledge_search
 from knowledge.services.documents import document_revision
-from knowledge.services.scope import KnowledgeScope, knowledge_scope
-from knowledge.services.search import Hit, SearchResult, knowledge_search
 from knowledge.tokens import (
     REFERENCE_TTL_SECONDS,
     RefClaims,

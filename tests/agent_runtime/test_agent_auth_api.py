@@ -11,8 +11,8 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from agent_client import pkce_pair
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession
-from bailing.agent_client import pkce_pair
 from tests.factories import ClientFactory
 
 pytestmark = pytest.mark.django_db

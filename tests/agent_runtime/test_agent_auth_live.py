@@ -1,7 +1,7 @@
 """Agent Auth v1 end to end over real HTTP: the reference agent client against a live hub.
 
 The test plays the business backend (Client Token calls) and the user's browser (following the
-redirect URI the backend got back); the agent side is ``bailing.agent_client``.
+redirect URI the backend got back); the agent side is ``agent_client``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from agent_client import AgentAuthError, AuthorizationDenied, ReferenceAgentClient, browser_visit
 from agent_runtime.models import AgentSession
-from bailing.agent_client import (
-    AgentAuthError,
-    AuthorizationDenied,
-    ReferenceAgentClient,
-    browser_visit,
-)
 from tests.factories import ClientFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

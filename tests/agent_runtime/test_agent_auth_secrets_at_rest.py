@@ -18,8 +18,8 @@ from django.core.management import call_command
 from django.db import connection
 from rest_framework.test import APIClient
 
+from agent_client import pkce_pair
 from agent_runtime.tokens import secret_hash
-from bailing.agent_client import pkce_pair
 from tests.factories import RouteFactory
 
 pytestmark = pytest.mark.django_db

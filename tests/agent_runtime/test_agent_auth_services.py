@@ -11,6 +11,7 @@ import pytest
 from django.core import serializers as django_serializers
 from django.utils import timezone
 
+from agent_client import pkce_pair
 from agent_runtime.errors import (
     AgentAuthorizeUrlInvalid,
     AuthorizationExpired,
@@ -37,7 +38,6 @@ from agent_runtime.services.clients import Actor
 from agent_runtime.tokens import secret_hash
 from approvals.models import AuditEvent
 from approvals.services.audit import audit_chain_verify
-from bailing.agent_client import pkce_pair
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
 from tests.factories import ClientFactory, UserFactory
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from agent_client import AgentAuthError, ReferenceAgentClient, browser_visit, main
 from agent_runtime.models import AgentAuthorization
 from agent_runtime.services.agent_auth import authorization_approve
 from agent_runtime.services.clients import Actor
-from bailing.agent_client import AgentAuthError, ReferenceAgentClient, browser_visit, main
 from tests.factories import (
     AgentSessionFactory,
     ClientFactory,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.models import Route
-from agent_runtime.services import catalog as catalog_service
-from agent_runtime.services.catalog import CatalogTool, lexical_order
+from agent_runtime.selectors import catalog as catalog_service
+from agent_runtime.selectors.catalog import CatalogTool, lexical_order
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
 
 pytestmark = pytest.mark.django_db

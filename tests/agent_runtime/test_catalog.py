@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.models import Route, ToolProvider
-from agent_runtime.services.catalog import load_providers, route_catalog, scope_allowed, tool_name_sort_key
+from agent_runtime.selectors.catalog import load_providers, route_catalog, scope_allowed, tool_name_sort_key
 from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import provider_refresh
 from agent_runtime.services.tool_specs import provider_spec_store

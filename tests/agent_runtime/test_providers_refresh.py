@@ -24,8 +24,6 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test import override_settings
 
-from agent_runtime import signing
-from agent_runtime.management.commands import bailing_demo
 from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import (
@@ -35,6 +33,8 @@ from agent_runtime.services.providers import (
     provider_set_secret,
 )
 from approvals.models import AuditEvent
+from bailing import signing
+from bailing.management.commands import bailing_demo
 from demo_business.spec import SPEC_PATH, build_spec
 from tests.support.demo_business import running_demo_business
 

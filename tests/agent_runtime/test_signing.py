@@ -2,7 +2,7 @@ import hmac
 
 import pytest
 
-from agent_runtime import signing
+from bailing import signing
 
 SECRET = "bailing-test-secret"
 

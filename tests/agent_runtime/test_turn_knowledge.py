@@ -15,7 +15,7 @@ from agent_runtime.models import AgentRun, Route
 from approvals.models import AuditEvent
 from bailing.api.limits import compact_json_utf8_bytes
 from knowledge.models import KnowledgeBase
-from knowledge.services.scope import knowledge_scope
+from knowledge.selectors.scope import knowledge_scope
 from knowledge.tokens import reference_open
 from tests.factories import AgentSessionFactory, KnowledgeBaseFactory, RouteFactory, knowledge_document
 from tests.support.runtime import post_json, post_turn, turn_body

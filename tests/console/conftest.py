@@ -16,9 +16,9 @@ from django.db import connections
 from django.test import Client as HttpClient
 from playwright.sync_api import sync_playwright
 
+from agent_client import pkce_pair
 from agent_runtime.models import AgentAuthorization
 from agent_runtime.services.agent_auth import authorization_create
-from bailing.agent_client import pkce_pair
 from bailing.roles import roles_sync
 from tests.factories import ClientFactory, RouteFactory, UserFactory
 

@@ -15,8 +15,8 @@ import pytest
 from django.db import transaction
 from django.urls import reverse
 
+from agent_client import AgentAuthError, ReferenceAgentClient
 from approvals.services.audit import audit_record
-from bailing.agent_client import AgentAuthError, ReferenceAgentClient
 from tests.console.conftest import PASSWORD
 from tests.factories import ClientFactory, RouteFactory
 

@@ -730,9 +730,9 @@ def test_list_pages_do_not_query_per_row(admin_http, django_assert_max_num_queri
 
 
 def test_consent_refuses_a_username_longer_than_a_principal_id(client, console_roles):
+    from agent_client import pkce_pair
     from agent_runtime.models import AgentAuthorization
     from agent_runtime.services.agent_auth import authorization_create
-    from bailing.agent_client import pkce_pair
     from tests.factories import ClientFactory, RouteFactory, UserFactory
 
     ClientFactory(app_id="long-agent", allowed_routes=["orders"])

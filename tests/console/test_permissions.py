@@ -268,7 +268,7 @@ def _console_urls() -> list[tuple[str, str, type]]:
     import re
     import uuid
 
-    from bailing.console import urls as console_urls
+    from bailing.shell.console import urls as console_urls
 
     samples = {"uuid": str(uuid.uuid4()), "int": "1", "str": "no-such-thing", "slug": "no-such-thing"}
     found = []
@@ -289,7 +289,7 @@ def test_every_console_url_is_in_the_matrix():
 
 @pytest.mark.parametrize(("name", "url", "view"), PROTECTED, ids=PROTECTED_IDS)
 def test_every_console_view_checks_its_permission(name, url, view):
-    from bailing.console.mixins import ConsolePermissionMixin, NoStoreMixin
+    from bailing.ui.mixins import ConsolePermissionMixin, NoStoreMixin
 
     assert issubclass(view, ConsolePermissionMixin) and issubclass(view, NoStoreMixin)
     assert set(view().get_permission_required()) == set(PAGE_PERMISSIONS[name])

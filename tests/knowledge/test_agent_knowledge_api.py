@@ -24,11 +24,11 @@ from agent_runtime.services.clients import Actor
 from approvals.models import AuditEvent
 from bailing.api.authentication import AgentIdentity
 from knowledge.models import KnowledgeBase
+from knowledge.selectors.scope import knowledge_scope
 from knowledge.services import agent_knowledge
 from knowledge.services.documents import document_delete, document_put
 from knowledge.services.indexing import document_index
 from knowledge.services.providers import local_provider
-from knowledge.services.scope import knowledge_scope
 from knowledge.tokens import cursor_issue, reference_issue, reference_open
 from tests.factories import (
     AgentSessionFactory,

@@ -10,8 +10,8 @@ from agent_runtime.models import Route
 from agent_runtime.services.clients import Actor
 from agent_runtime.services.config_apply import config_apply
 from knowledge.models import Chunk, Document, KnowledgeBase, KnowledgeBaseStats, Posting
+from knowledge.selectors.scope import knowledge_scope
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
-from knowledge.services.scope import knowledge_scope
 from knowledge.vectors import VECTOR_TABLE
 from tests.factories import ClientFactory, KnowledgeBaseFactory, RouteFactory, knowledge_document
 

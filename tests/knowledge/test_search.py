@@ -17,11 +17,8 @@ from django.db import connection
 from agent_runtime.config import FUSION_DEFAULTS
 from agent_runtime.services.clients import Actor
 from knowledge.models import Chunk, KnowledgeBase
-from knowledge.services.documents import document_put
-from knowledge.services.indexing import document_index
-from knowledge.services.providers import local_provider
-from knowledge.services.scope import knowledge_scope
-from knowledge.services.search import (
+from knowledge.selectors.scope import knowledge_scope
+from knowledge.selectors.search import (
     _LEXICAL_SQL,
     BM25_B,
     BM25_K1,
@@ -29,6 +26,9 @@ from knowledge.services.search import (
     knowledge_search,
     knowledge_search_bases,
 )
+from knowledge.services.documents import document_put
+from knowledge.services.indexing import document_index
+from knowledge.services.providers import local_provider
 from knowledge.vectors import VECTOR_TABLE, vector_index_drop, vector_storage_ready
 from tests.factories import KnowledgeBaseFactory, RouteFactory, knowledge_document
 
@@ -286,7 +286,7 @@ def test_database_error_in_one_kb_fails_only_that_kb(caplog):
         cursor.execute(f"DELETE FROM {VECTOR_TABLE} WHERE chunk_id = %s", [chunk_id])
         cursor.execute(f"INSERT INTO {VECTOR_TABLE} VALUES (%s, %s, '[1,0,0]')", [chunk_id, broken.pk])
 
-    with caplog.at_level(logging.WARNING, logger="knowledge.services.search"):
+    with caplog.at_level(logging.WARNING, logger="knowledge.selectors.search"):
         result = _search([broken, healthy], "secret refund question")
     assert result.status == "partial"
     assert result.kb_status == {"kb-broken": "failed", "kb-healthy": "lexical_only"}
@@ -365,7 +365,7 @@ from agent_runtime.services.clients import Actor
 from knowledge.models import KnowledgeBase, KnowledgeBaseStats
 from knowledge.services.documents import document_put
 from knowledge.services.indexing import document_index
-from knowledge.services.search import knowledge_search_bases
+from knowledge.selectors.search import knowledge_search_bases
 kb = KnowledgeBase.objects.create(kb_id="kb-probe", name="Probe", embedding_provider="local",
     embedding_model="all-MiniLM-L6-v2-onnx-int8", embedding_dim=384)
 KnowledgeBaseStats.objects.create(kb=kb)

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from agent_runtime import signing
+from bailing import signing
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LISTENING_PREFIX = "demo business system listening on "

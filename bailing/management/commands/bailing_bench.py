@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from agent_runtime.config import validate_knowledge_base_config
 from agent_runtime.models import AgentSession, Client, Route, ToolProvider
-from agent_runtime.services.catalog import route_catalog
+from agent_runtime.selectors.catalog import route_catalog
 from agent_runtime.services.clients import Actor
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash

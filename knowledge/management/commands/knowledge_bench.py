@@ -53,11 +53,7 @@ from agent_runtime.config import FUSION_DEFAULTS, KNOWLEDGE_DEFAULTS, validate_k
 from agent_runtime.services.clients import Actor
 from knowledge.lexical import lexical_document, lexical_query
 from knowledge.models import Document, KnowledgeBase
-from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
-from knowledge.services.documents import document_put, document_revision
-from knowledge.services.indexing import chunk_postings_insert, documents_index
-from knowledge.services.providers import local_provider
-from knowledge.services.search import (
+from knowledge.selectors.search import (
     _LEXICAL_SQL,
     BM25_B,
     BM25_K1,
@@ -67,6 +63,10 @@ from knowledge.services.search import (
     _vector_sql,
     knowledge_search_bases,
 )
+from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
+from knowledge.services.documents import document_put, document_revision
+from knowledge.services.indexing import chunk_postings_insert, documents_index
+from knowledge.services.providers import local_provider
 from knowledge.vectors import (
     VECTOR_TABLE,
     register,

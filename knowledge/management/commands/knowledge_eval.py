@@ -39,10 +39,7 @@ from tqdm import tqdm
 from agent_runtime.config import FUSION_DEFAULTS, validate_knowledge_base_config
 from agent_runtime.services.clients import Actor
 from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, KnowledgeBase
-from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
-from knowledge.services.documents import document_put
-from knowledge.services.indexing import documents_index
-from knowledge.services.search import (
+from knowledge.selectors.search import (
     BM25_B,
     BM25_K1,
     LANE_LEXICAL,
@@ -50,6 +47,9 @@ from knowledge.services.search import (
     POSTINGS_PER_TERM,
     knowledge_search_bases,
 )
+from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
+from knowledge.services.documents import document_put
+from knowledge.services.indexing import documents_index
 
 # Chunks per lane: deep enough that the deduplicated document list reaches Recall@100's cut-off.
 EVAL_CANDIDATES = 1000

@@ -10,7 +10,7 @@ urlpatterns = [
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
     path("agent-api/v1/", include("agent_runtime.api.urls")),
     path("kb/", include("knowledge.api.push_urls")),
-    path("console/", include("bailing.console.urls")),
+    path("console/", include("bailing.shell.console.urls")),
 ]
 
 if settings.BAILING_BENCH_ENDPOINTS:

@@ -23,9 +23,9 @@ from agent_runtime.services.agent_auth import (
 from agent_runtime.services.clients import Actor
 from agent_runtime.validation import loopback_redirect_problem
 from bailing.api.errors import ApiError, NotFound
-from bailing.console.forms import ConsentForm
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.common import error_page
+from bailing.ui.forms import ConsentForm
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import error_page
 
 
 def _not_found(request):

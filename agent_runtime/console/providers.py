@@ -30,12 +30,12 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.config import route_effective
 from agent_runtime.models import ProviderTool, Route, ToolProvider
-from agent_runtime.services.catalog import load_providers, route_catalog, tool_name_sort_key
+from agent_runtime.selectors.catalog import load_providers, route_catalog, tool_name_sort_key
 from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
-from bailing.console import tables
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.common import PAGE_SIZE
+from bailing.ui import tables
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE
 
 # Columns a provider page never needs: the sealed secret, and the (up to 5 MB) specs.
 HIDDEN_PROVIDER_FIELDS = ("secret_encrypted", "spec_json", "spec_inline")

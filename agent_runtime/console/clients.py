@@ -11,14 +11,14 @@ from django.views import View
 from django.views.generic import DetailView, FormView, ListView
 
 from agent_runtime.config import ConfigError, validate_client_config
+from agent_runtime.console.sessions import session_table
 from agent_runtime.models import Client
 from agent_runtime.services.clients import Actor, client_set_enabled, client_token_rotate
 from agent_runtime.services.config_apply import client_upsert
-from bailing.console import tables
-from bailing.console.forms import ClientCreateForm, ClientEnabledForm
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.common import PAGE_SIZE, error_page
-from bailing.console.views.sessions import session_table
+from bailing.ui import tables
+from bailing.ui.forms import ClientCreateForm, ClientEnabledForm
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE, error_page
 
 
 def consent_kinds(client: Client) -> list[str]:

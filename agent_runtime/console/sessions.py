@@ -15,10 +15,10 @@ from django.views.generic import DetailView, ListView
 from agent_runtime.models import AgentSession
 from agent_runtime.services.agent_auth import session_revoke
 from agent_runtime.services.clients import Actor
-from bailing.console import tables
-from bailing.console.forms import SessionFilterForm
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.common import PAGE_SIZE
+from bailing.ui import tables
+from bailing.ui.forms import SessionFilterForm
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE
 
 
 def session_state_q(state: str, *, now) -> Q:

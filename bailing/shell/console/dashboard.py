@@ -11,9 +11,9 @@ from django.views.generic import TemplateView
 
 from agent_runtime.models import AgentSession, Client, Route
 from approvals.models import AuditEvent
-from bailing.console.mixins import ConsoleView
-from bailing.console.tables import utc_iso
 from bailing.db.features import server_version, vector_available
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.tables import utc_iso
 from knowledge.models import Document, KnowledgeBase
 
 _ROLE_PERMS = (

@@ -1,20 +1,12 @@
-"""Console routes (/console/). URL names are used by ``bailing.console.nav``."""
+"""Console routes (/console/). URL names are used by ``bailing.shell.console.nav``."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from bailing.console.views import (
-    audit,
-    clients,
-    consent,
-    conversations,
-    dashboard,
-    knowledge,
-    login,
-    providers,
-    sessions,
-    workspaces,
-)
+from agent_runtime.console import clients, consent, conversations, providers, sessions, workspaces
+from approvals.console import views as audit
+from bailing.shell.console import dashboard, login
+from knowledge.console import views as knowledge
 
 app_name = "console"
 

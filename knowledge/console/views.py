@@ -39,16 +39,16 @@ from agent_runtime.config import FUSION_DEFAULTS, route_effective
 from agent_runtime.models import Route
 from agent_runtime.services.clients import Actor
 from bailing.api.limits import utf16_length
-from bailing.console import tables
-from bailing.console.forms import ClientEnabledForm
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.common import PAGE_SIZE, error_page
+from bailing.ui import tables
+from bailing.ui.forms import ClientEnabledForm
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE, error_page
 from knowledge import parsing
 from knowledge.chunking import sanitize_content
 from knowledge.models import KB_ID_RE, SOURCE_KEY_RE, TITLE_MAX_CHARS, Chunk, Document, KnowledgeBase
+from knowledge.selectors.search import SearchResult, knowledge_search_bases
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
 from knowledge.services.documents import document_delete, document_put
-from knowledge.services.search import SearchResult, knowledge_search_bases
 from knowledge.vectors import vector_storage_ready
 
 VIEW_PERMISSION = "knowledge.view_knowledgebase"

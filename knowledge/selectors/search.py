@@ -69,8 +69,8 @@ from agent_runtime.config import FUSION_DEFAULTS
 from knowledge.embeddings import EmbeddingConfigError, EmbeddingError
 from knowledge.lexical import TS_CONFIG, lexical_query
 from knowledge.models import Document, KnowledgeBase
+from knowledge.selectors.scope import KnowledgeScope
 from knowledge.services.providers import embedding_provider_for
-from knowledge.services.scope import KnowledgeScope
 from knowledge.vectors import VECTOR_TABLE, register, vector_storage_ready
 
 logger = logging.getLogger(__name__)

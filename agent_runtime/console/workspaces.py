@@ -11,9 +11,9 @@ from agent_runtime.config import route_effective
 from agent_runtime.models import Route
 from agent_runtime.services.workspaces import workspace_profile
 from bailing.api.errors import ApiError
-from bailing.console import tables
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.common import PAGE_SIZE
+from bailing.ui import tables
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE
 
 # The only part of a route's brain configuration that is ever shown (agents see it too); every
 # other key may hold model credentials or endpoints and is listed by name only.

@@ -28,10 +28,10 @@ from django.urls import reverse
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import AgentConversation, AgentRun, Client, Route
-from bailing.console import tables
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.audit import READ_ONLY
-from bailing.console.views.common import PAGE_SIZE
+from approvals.console.views import READ_ONLY
+from bailing.ui import tables
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE
 
 PERMISSIONS = ("agent_runtime.view_agentconversation", "agent_runtime.view_agentrun")
 

@@ -14,10 +14,10 @@ from django.views.generic import DetailView, ListView, TemplateView
 
 from approvals.models import AuditEvent
 from approvals.services.audit import audit_chain_verify
-from bailing.console import tables
-from bailing.console.forms import AuditFilterForm
-from bailing.console.mixins import ConsoleView
-from bailing.console.views.common import PAGE_SIZE
+from bailing.ui import tables
+from bailing.ui.forms import AuditFilterForm
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE
 
 _DATA_PREVIEW_CHARS = 80
 READ_ONLY = ["get", "head", "options"]

@@ -141,7 +141,7 @@ class Command(BaseCommand):
                     "    client       demo-agent",
                     "    workspace    demo",
                     "  or try the reference agent client:",
-                    f"    .venv/bin/python -m bailing.agent_client login --hub {public_url} "
+                    f"    .venv/bin/python -m agent_client login --hub {public_url} "
                     "--client demo-agent --workspace demo",
                     "",
                     f"  Config applied from examples/demo.yaml ({changed} item(s) changed).",

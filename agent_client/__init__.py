@@ -2,7 +2,7 @@
 
 Also a small command line for trying the hub by hand::
 
-    python -m bailing.agent_client login --hub http://127.0.0.1:8000 --client demo-agent --workspace demo
+    python -m agent_client login --hub http://127.0.0.1:8000 --client demo-agent --workspace demo
 
 opens the consent page, waits for the loopback redirect, exchanges the code and prints the
 workspace profile; ``--save FILE`` (opt-in) writes the tokens to a 0600 file.
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import webbrowser
 
-    parser = argparse.ArgumentParser(prog="python -m bailing.agent_client", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m agent_client", description=main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     login = sub.add_parser("login", help="sign an agent in through the browser")
     login.add_argument("--hub", required=True, help="hub base URL, e.g. http://127.0.0.1:8000")

@@ -1,0 +1,1 @@
+"""Console pages of the operators' app: audit history (the approvals inbox and traces land here)."""

@@ -1,1 +1,0 @@
-"""Console views (server-rendered HTML under /console/), one module per area."""

@@ -1,0 +1,1 @@
+"""Console pages of knowledge: bases, documents, paste and upload, hit test."""

@@ -10,6 +10,5 @@ class BailingConfig(AppConfig):
         from bailing.roles import roles_sync_after_migrate
 
         # Roles are plumbing (groups + model permissions), not domain logic: syncing them after
-        # every migrate (and every test flush) keeps them complete as apps add permissions. No
-        # sender filter: Django sends post_migrate only for apps with models, which `bailing` lacks.
+        # every migrate (and every test flush) keeps them complete as apps add permissions.
         post_migrate.connect(roles_sync_after_migrate, dispatch_uid="bailing.roles_sync")

@@ -43,11 +43,11 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "agent_runtime.add_toolprovider",
         "agent_runtime.change_toolprovider",
         "knowledge.manage_knowledgebase",
-        "approvals.view_auditevent",
-        "approvals.verify_auditevent",
+        "bailing.view_auditevent",
+        "bailing.verify_auditevent",
     ],
     APPROVER: [*_READ],
-    AUDITOR: [*_READ, "approvals.view_auditevent", "approvals.verify_auditevent"],
+    AUDITOR: [*_READ, "bailing.view_auditevent", "bailing.verify_auditevent"],
 }
 
 

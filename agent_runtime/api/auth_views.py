@@ -14,14 +14,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runtime.api.authentication import AgentBearerAuthentication, ClientTokenAuthentication
 from agent_runtime.errors import UnsupportedGrantType
 from agent_runtime.models import AgentAuthorization, AgentSession
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS, RESOURCE_NAME
 from agent_runtime.services import agent_auth
-from agent_runtime.services.clients import Actor
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, looks_like
 from agent_runtime.validation import loopback_redirect_problem
-from bailing.api.authentication import AgentBearerAuthentication, ClientTokenAuthentication, bearer_token
+from bailing.api.authentication import bearer_token
 from bailing.api.errors import InvalidRequest, Unauthorized
 from bailing.api.serializers import (
     StrictCharField,
@@ -30,6 +30,7 @@ from bailing.api.serializers import (
     validate_strict,
 )
 from bailing.api.timefmt import utc_iso
+from bailing.audit.actor import Actor
 
 PKCE_CHALLENGE = r"[A-Za-z0-9_-]{43}"
 # Upstream Core 0.7 caps the display name at 120 UTF-16 units and rejects these separators too.
@@ -59,7 +60,7 @@ class EmptyInput(StrictSerializer):
 
 
 def _client_actor(client) -> Actor:
-    return Actor("client", client.app_id)
+    return Actor.client(client)
 
 
 # --- local agent, unauthenticated ------------------------------------------------------------------------

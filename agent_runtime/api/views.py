@@ -8,10 +8,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runtime.api.authentication import AgentBearerAuthentication
 from agent_runtime.selectors import catalog
 from agent_runtime.services.workspaces import workspace_profile, workspace_resolve, workspaces_for_identity
 from agent_runtime.tools.compiler import TOOL_NAME_RE
-from bailing.api.authentication import AgentBearerAuthentication
 from bailing.api.errors import InvalidRequest
 from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictSerializer, validate_strict
 

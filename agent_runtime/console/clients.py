@@ -13,8 +13,9 @@ from django.views.generic import DetailView, FormView, ListView
 from agent_runtime.config import ConfigError, validate_client_config
 from agent_runtime.console.sessions import session_table
 from agent_runtime.models import Client
-from agent_runtime.services.clients import Actor, client_set_enabled, client_token_rotate
+from agent_runtime.services.clients import client_set_enabled, client_token_rotate
 from agent_runtime.services.config_apply import client_upsert
+from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.forms import ClientCreateForm, ClientEnabledForm
 from bailing.ui.mixins import ConsoleView

@@ -20,9 +20,9 @@ from agent_runtime.services.agent_auth import (
     authorization_effective_status,
     authorization_get_for_hub_consent,
 )
-from agent_runtime.services.clients import Actor
 from agent_runtime.validation import loopback_redirect_problem
 from bailing.api.errors import ApiError, NotFound
+from bailing.audit.actor import Actor
 from bailing.ui.forms import ConsentForm
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import error_page

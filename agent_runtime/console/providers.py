@@ -31,8 +31,8 @@ from django.views.generic import DetailView, ListView
 from agent_runtime.config import route_effective
 from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.selectors.catalog import load_providers, route_catalog, tool_name_sort_key
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
+from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE

@@ -52,10 +52,10 @@ from typing import Any
 
 from agent_runtime import errors
 from agent_runtime.config import route_effective
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.tools.projection import PROJECTION_KEYS
-from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256, sha256_hex
 
 CATALOG_SCHEMA = "bailing.agent-tool-catalog.v1"

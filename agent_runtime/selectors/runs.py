@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import uuid
 
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentRun
-from bailing.api.authentication import AgentIdentity
 from bailing.api.errors import InvalidRequest
 
 # UUID versions 1–5 with the RFC 4122 variant, as upstream's ``safeRunId`` accepts (research §F.5).

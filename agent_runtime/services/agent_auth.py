@@ -36,7 +36,6 @@ from agent_runtime.errors import (
     RouteNotAllowed,
 )
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession, Client
-from agent_runtime.services.clients import Actor
 from agent_runtime.tokens import (
     ACCESS_TOKEN_PREFIX,
     AUTH_CODE_PREFIX,
@@ -46,10 +45,11 @@ from agent_runtime.tokens import (
     secret_hash,
 )
 from agent_runtime.validation import authorize_url_problem, loopback_redirect_problem
-from approvals.services.audit import audit_record
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
 from bailing.api.hashing import constant_time_equals
 from bailing.api.limits import utf16_length
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 
 PKCE_VERIFIER_RE = re.compile(r"[A-Za-z0-9._~-]{43,128}")
 # Namespace of the creation-throttle advisory locks (two-int4 key space, disjoint from the audit
@@ -223,8 +223,7 @@ def authorization_create(
         # The agent has no identity yet; its device label is self-asserted, so it is data, not actor.
         audit_record(
             action="agent_auth.authorization.created",
-            actor_type="agent",
-            actor="unauthenticated",
+            actor=Actor("agent", "unauthenticated"),
             client_app_id=client.app_id,
             target_type="agent_authorization",
             target_id=str(authorization.id),
@@ -302,8 +301,7 @@ def _close_locked(
     authorization.save(update_fields=["status", "decided_at"])
     audit_record(
         action=f"agent_auth.authorization.{status}",
-        actor_type=actor.type,
-        actor=actor.name,
+        actor=actor,
         client_app_id=authorization.client.app_id,
         target_type="agent_authorization",
         target_id=str(authorization.id),
@@ -380,8 +378,7 @@ def authorization_approve(
             )
             audit_record(
                 action="agent_auth.authorization.approved",
-                actor_type=actor.type,
-                actor=actor.name,
+                actor=actor,
                 client_app_id=owner.app_id,
                 target_type="agent_authorization",
                 target_id=str(authorization.id),
@@ -515,10 +512,7 @@ def token_exchange_code(*, client_app_id: str, code: str, redirect_uri: str, cod
         authorization.save(update_fields=["status", "consumed_at", "session"])
         audit_record(
             action="agent_auth.token.issued",
-            actor_type="agent",
-            actor=str(session.id),
-            client_app_id=client.app_id,
-            session_id=session.id,
+            actor=Actor.agent(session_id=session.id, client_app_id=client.app_id),
             target_type="agent_session",
             target_id=str(session.id),
             data={"authorization_id": str(authorization.id), "allowed_routes": session.allowed_routes},
@@ -566,10 +560,7 @@ def token_refresh(*, client_app_id: str, refresh_token: str) -> dict:
             token.save(update_fields=["status"])
             audit_record(
                 action="agent_auth.refresh.replayed",
-                actor_type="agent",
-                actor=str(session.id),
-                client_app_id=client.app_id,
-                session_id=session.id,
+                actor=Actor.agent(session_id=session.id, client_app_id=client.app_id),
                 target_type="agent_session",
                 target_id=str(session.id),
             )
@@ -592,10 +583,7 @@ def token_refresh(*, client_app_id: str, refresh_token: str) -> dict:
             session.save(update_fields=["access_token_hash", "access_expires_at", "updated_at"])
             audit_record(
                 action="agent_auth.token.refreshed",
-                actor_type="agent",
-                actor=str(session.id),
-                client_app_id=client.app_id,
-                session_id=session.id,
+                actor=Actor.agent(session_id=session.id, client_app_id=client.app_id),
                 target_type="agent_session",
                 target_id=str(session.id),
             )
@@ -625,8 +613,7 @@ def _revoke_locked(session: AgentSession, *, by: str, reason: str, actor: Actor)
     )
     audit_record(
         action="agent_auth.session.revoked",
-        actor_type=actor.type,
-        actor=actor.name,
+        actor=actor,
         client_app_id=session.client.app_id,
         session_id=session.id,
         target_type="agent_session",

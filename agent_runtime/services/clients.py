@@ -4,30 +4,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.db import transaction
 from django.utils import timezone
 
 from agent_runtime.models import Client
 from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, display_prefix, new_secret, secret_hash
-from approvals.services.audit import audit_record
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who performs a write, as the audit ledger records it."""
-
-    type: str  # user | agent | client | system
-    name: str
-
-    @classmethod
-    def system(cls, name: str = "system") -> Actor:
-        return cls("system", name)
-
-    @classmethod
-    def user(cls, user) -> Actor:
-        return cls("user", user.get_username())
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 
 
 def client_token_rotate(*, client: Client, actor: Actor) -> str:
@@ -41,8 +24,7 @@ def client_token_rotate(*, client: Client, actor: Actor) -> str:
         locked.save(update_fields=["token_hash", "token_prefix", "token_rotated_at", "updated_at"])
         audit_record(
             action="agent_runtime.client.token_rotated",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             client_app_id=locked.app_id,
             target_type="client",
             target_id=locked.app_id,
@@ -62,8 +44,7 @@ def client_set_enabled(*, client: Client, enabled: bool, actor: Actor) -> Client
             locked.save(update_fields=["enabled", "updated_at"])
             audit_record(
                 action="agent_runtime.client.enabled" if enabled else "agent_runtime.client.disabled",
-                actor_type=actor.type,
-                actor=actor.name,
+                actor=actor,
                 client_app_id=locked.app_id,
                 target_type="client",
                 target_id=locked.app_id,

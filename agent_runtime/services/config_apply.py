@@ -32,7 +32,6 @@ from django.db import IntegrityError, models, transaction
 
 from agent_runtime.config import ConfigError, validate_document
 from agent_runtime.models import Client, Route, ToolProvider
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import (
     provider_secret_matches,
     provider_secret_problem,
@@ -40,7 +39,8 @@ from agent_runtime.services.providers import (
 )
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools.compiler import CompileResult, compile_spec
-from approvals.services.audit import audit_record
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 from knowledge.models import KnowledgeBase
 from knowledge.services.bases import knowledge_base_check_locked, knowledge_base_diff, knowledge_base_upsert
 
@@ -161,8 +161,7 @@ def _audit_client(actor: Actor) -> Callable[[str, models.Model, list[str]], None
     def audit(verb: str, client: models.Model, changed: list[str]) -> None:
         audit_record(
             action=f"agent_runtime.client.{verb}",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             client_app_id=client.app_id,
             target_type="client",
             target_id=client.app_id,
@@ -176,8 +175,7 @@ def _audit_route(actor: Actor) -> Callable[[str, models.Model, list[str]], None]
     def audit(verb: str, route: models.Model, changed: list[str]) -> None:
         audit_record(
             action=f"agent_runtime.route.{verb}",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             route_key=route.route_key,
             target_type="route",
             target_id=route.route_key,
@@ -278,8 +276,7 @@ def _audit_provider(actor: Actor) -> Callable[[str, models.Model, list[str]], No
     def audit(verb: str, provider: models.Model, changed: list[str]) -> None:
         audit_record(
             action=f"agent_runtime.provider.{verb}",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             target_type="tool_provider",
             target_id=provider.name,
             data={"fields": changed},
@@ -321,8 +318,7 @@ def _provider_upsert(*, data: dict, actor: Actor) -> tuple[ToolProvider, str, li
                 provider=provider,
                 spec=data["spec_inline"],
                 result=inputs.compiled,
-                actor_type=actor.type,
-                actor=actor.name,
+                actor=actor,
             )
     return provider, action, changed
 

@@ -56,12 +56,12 @@ from django.utils import timezone
 from agent_runtime.config import PROVIDER_SPEC_MAX_BYTES
 from agent_runtime.models import ToolProvider
 from agent_runtime.secrets_box import SealedSecretError, open_sealed, seal
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools.compiler import CompileResult, SpecParseError, compile_spec, parse_spec_text
-from approvals.services.audit import audit_record
 from bailing.api.hashing import constant_time_equals
 from bailing.api.text import has_control_chars, has_lone_surrogate
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 from bailing.signing import sign_spec_fetch
 
 __all__ = [
@@ -206,8 +206,7 @@ def provider_set_secret(*, provider: ToolProvider, secret: str, actor: Actor) ->
         locked.save(update_fields=["secret_encrypted", "secret_set_at", "updated_at"])
         audit_record(
             action="agent_runtime.provider.secret_changed",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             target_type="tool_provider",
             target_id=locked.name,
             data={"previous": previous},
@@ -466,8 +465,7 @@ def _record_failure(*, provider: ToolProvider, failure: _RefreshFailed, actor: A
         locked.save(update_fields=update_fields)
         audit_record(
             action="agent_runtime.provider.refresh_failed",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             target_type="tool_provider",
             target_id=locked.name,
             data={"error": failure.code, "access_probe": failure.probe or {}},
@@ -482,9 +480,7 @@ def _store(*, provider: ToolProvider, settings: tuple, fetched: _Fetched, actor:
             raise _RefreshFailed(
                 PROVIDER_CHANGED, "the provider's settings changed during the refresh; run it again"
             )
-        diff = provider_spec_store(
-            provider=locked, spec=fetched.spec, result=fetched.result, actor_type=actor.type, actor=actor.name
-        )
+        diff = provider_spec_store(provider=locked, spec=fetched.spec, result=fetched.result, actor=actor)
         locked.access_probe = fetched.probe
         locked.save(update_fields=["access_probe", "updated_at"])
     return RefreshOutcome(

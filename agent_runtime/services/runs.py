@@ -33,16 +33,16 @@ from django.utils import timezone
 
 from agent_runtime import runtime_errors as errors
 from agent_runtime.config import route_effective
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.memory import cut_utf16, memory_recent
 from agent_runtime.models import AgentConversation, AgentRun, Route, VisibleMessage
 from agent_runtime.selectors import catalog as catalog_service
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.services.workspaces import workspace_profile, workspace_resolve
-from approvals.services.audit import audit_record
-from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256
 from bailing.api.limits import compact_json_utf8_bytes
 from bailing.api.timefmt import utc_iso
+from bailing.audit.ledger import audit_record
 from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
 from knowledge.selectors.search import SearchResult
 from knowledge.services import agent_knowledge
@@ -281,10 +281,7 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
         )
         audit_record(
             action="agent_runtime.turn.context_ready",
-            actor_type="agent",
-            actor=str(identity.session.pk),
-            client_app_id=identity.client.app_id,
-            session_id=identity.session.pk,
+            actor=identity.actor,
             route_key=route.route_key,
             target_type="agent_run",
             target_id=str(run.run_id),
@@ -405,10 +402,7 @@ def run_complete(*, identity: AgentIdentity, run_id: str, data: dict[str, Any]) 
         usage = data.get("usage") or {}
         audit_record(
             action="agent_runtime.run.completed",
-            actor_type="agent",
-            actor=str(identity.session.pk),
-            client_app_id=identity.client.app_id,
-            session_id=identity.session.pk,
+            actor=identity.actor,
             route_key=run.route.route_key,
             target_type="agent_run",
             target_id=str(run.run_id),

@@ -21,8 +21,9 @@ from agent_runtime.tools.projection import (
     public_projection,
     usage_guidance_payload,
 )
-from approvals.services.audit import audit_record
 from bailing.api.hashing import canonical_sha256
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 
 
 def _tool_row(provider: ToolProvider, tool, warnings: list[dict[str, Any]]) -> ProviderTool:
@@ -47,7 +48,7 @@ def _tool_row(provider: ToolProvider, tool, warnings: list[dict[str, Any]]) -> P
 
 
 def provider_spec_store(
-    *, provider: ToolProvider, spec: dict[str, Any], result: CompileResult, actor_type: str, actor: str
+    *, provider: ToolProvider, spec: dict[str, Any], result: CompileResult, actor: Actor
 ) -> dict[str, list[str]]:
     """Make ``spec`` (already compiled into ``result``) the provider's current spec.
 
@@ -91,7 +92,6 @@ def provider_spec_store(
         }
         audit_record(
             action="agent_runtime.provider.spec_stored",
-            actor_type=actor_type,
             actor=actor,
             target_type="tool_provider",
             target_id=locked.name,

@@ -18,10 +18,10 @@ from typing import Any
 
 from agent_runtime import errors
 from agent_runtime.config import route_effective
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import Route
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
 from agent_runtime.selectors.catalog import ProviderMap, load_providers, route_catalog
-from bailing.api.authentication import AgentIdentity
 from bailing.api.hashing import canonical_sha256
 
 PROFILE_SCHEMA = "bailing.agent-runtime-profile.v1"

@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 from django.urls import reverse
 from django.views.generic import DetailView, ListView, TemplateView
 
-from approvals.models import AuditEvent
-from approvals.services.audit import audit_chain_verify
+from bailing.audit.ledger import audit_chain_verify
+from bailing.audit.models import AuditEvent
 from bailing.ui import tables
 from bailing.ui.forms import AuditFilterForm
 from bailing.ui.mixins import ConsoleView
@@ -38,7 +38,7 @@ def _summary(event: AuditEvent) -> str:
 
 
 class AuditListView(ConsoleView, ListView):
-    permission_required = "approvals.view_auditevent"
+    permission_required = "bailing.view_auditevent"
     http_method_names = READ_ONLY
     template_name = "console/audit_list.html"
     paginate_by = PAGE_SIZE
@@ -89,12 +89,12 @@ class AuditListView(ConsoleView, ListView):
             )
         context["table"] = table
         context["filter_form"] = self.filter_form
-        context["can_verify"] = self.request.user.has_perm("approvals.verify_auditevent")
+        context["can_verify"] = self.request.user.has_perm("bailing.verify_auditevent")
         return context
 
 
 class AuditDetailView(ConsoleView, DetailView):
-    permission_required = "approvals.view_auditevent"
+    permission_required = "bailing.view_auditevent"
     http_method_names = READ_ONLY
     template_name = "console/audit_detail.html"
     context_object_name = "event"
@@ -104,7 +104,7 @@ class AuditDetailView(ConsoleView, DetailView):
 class AuditVerifyView(ConsoleView, TemplateView):
     """Recomputes the whole chain on each visit: the answer must come from the rows, not a cache."""
 
-    permission_required = "approvals.verify_auditevent"
+    permission_required = "bailing.verify_auditevent"
     http_method_names = READ_ONLY
     template_name = "console/audit_verify.html"
 

@@ -32,13 +32,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_runtime.api.authentication import ClientTokenAuthentication
 from agent_runtime.models import Client
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.rate_limits import client_rate_consume
-from bailing.api.authentication import ClientTokenAuthentication
 from bailing.api.errors import Forbidden, InvalidRequest, NotFound
 from bailing.api.serializers import JSONObjectField, StrictCharField, StrictSerializer, validate_strict
 from bailing.api.timefmt import utc_iso
+from bailing.audit.actor import Actor
 from knowledge.models import KB_ID_RE, SOURCE_KEY_RE, TITLE_MAX_CHARS, Document, KnowledgeBase
 from knowledge.services.documents import document_delete, document_put
 
@@ -87,7 +87,7 @@ def _holds_nul(value: Any) -> bool:
 
 
 def _client_actor(client: Client) -> Actor:
-    return Actor("client", client.app_id)
+    return Actor.client(client)
 
 
 def _writable_kb(kb_id: str, client: Client) -> KnowledgeBase:

@@ -37,8 +37,8 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.config import FUSION_DEFAULTS, route_effective
 from agent_runtime.models import Route
-from agent_runtime.services.clients import Actor
 from bailing.api.limits import utf16_length
+from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.forms import ClientEnabledForm
 from bailing.ui.mixins import ConsoleView

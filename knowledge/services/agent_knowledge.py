@@ -60,14 +60,14 @@ from typing import Any
 from django.db import DatabaseError, connection, transaction
 
 from agent_runtime.config import route_effective
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.memory import cut_utf16
 from agent_runtime.models import AgentRun, Route
 from agent_runtime.runtime_errors import RunNotFound
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.services.workspaces import workspace_resolve
-from approvals.services.audit import audit_record
-from bailing.api.authentication import AgentIdentity
 from bailing.api.timefmt import utc_iso
+from bailing.audit.ledger import audit_record
 from knowledge.budget import (
     READ_CHAIN_MAX_BYTES,
     SEARCH_MAX_BYTES,
@@ -276,10 +276,7 @@ def _audit(
     """One audit event of the agent's session (inside the caller's transaction)."""
     audit_record(
         action=action,
-        actor_type="agent",
-        actor=str(identity.session.pk),
-        client_app_id=identity.client.app_id,
-        session_id=identity.session.pk,
+        actor=identity.actor,
         route_key=route.route_key,
         target_type=target_type,
         target_id=target_id,

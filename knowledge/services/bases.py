@@ -13,8 +13,8 @@ from django.db import transaction
 
 from agent_runtime.config import ConfigError
 from agent_runtime.models import Client
-from agent_runtime.services.clients import Actor
-from approvals.services.audit import audit_record
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 from knowledge.models import KnowledgeBase, KnowledgeBaseStats
 from knowledge.vectors import vector_index_drop, vector_index_ensure, vector_storage_ready
 
@@ -109,8 +109,7 @@ def knowledge_base_delete(*, kb: KnowledgeBase, actor: Actor) -> None:
             vector_index_drop(kb_pk=kb_pk)
         audit_record(
             action="knowledge.base.deleted",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             target_type="knowledge_base",
             target_id=kb_id,
             data={},
@@ -120,8 +119,7 @@ def knowledge_base_delete(*, kb: KnowledgeBase, actor: Actor) -> None:
 def _audit(verb: str, kb: KnowledgeBase, changed: list[str], actor: Actor) -> None:
     audit_record(
         action=f"knowledge.base.{verb}",
-        actor_type=actor.type,
-        actor=actor.name,
+        actor=actor,
         target_type="knowledge_base",
         target_id=kb.kb_id,
         data={"fields": changed},

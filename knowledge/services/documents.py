@@ -23,8 +23,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agent_runtime.services.clients import Actor
-from approvals.services.audit import audit_record
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 from knowledge.chunking import sanitize_content
 from knowledge.models import Document, KnowledgeBase
 from knowledge.parsing import parse_file
@@ -115,9 +115,7 @@ def document_put(
             document.save()
         audit_record(
             action="knowledge.document.created" if created else "knowledge.document.updated",
-            actor_type=actor.type,
-            actor=actor.name,
-            client_app_id=actor.name if actor.type == "client" else "",
+            actor=actor,
             target_type="knowledge_document",
             target_id=f"{kb.kb_id}/{source_key}",
             data={"kb_id": kb.kb_id, "source_key": source_key, "revision": revision, "chars": len(text)},
@@ -136,9 +134,7 @@ def document_delete(*, kb: KnowledgeBase, source_key: str, actor: Actor) -> bool
         document.delete()
         audit_record(
             action="knowledge.document.deleted",
-            actor_type=actor.type,
-            actor=actor.name,
-            client_app_id=actor.name if actor.type == "client" else "",
+            actor=actor,
             target_type="knowledge_document",
             target_id=f"{kb.kb_id}/{source_key}",
             data={"kb_id": kb.kb_id, "source_key": source_key},
@@ -166,8 +162,7 @@ def documents_requeue(*, kb: KnowledgeBase, actor: Actor) -> int:
         )
         audit_record(
             action="knowledge.base.requeued",
-            actor_type=actor.type,
-            actor=actor.name,
+            actor=actor,
             target_type="knowledge_base",
             target_id=kb.kb_id,
             data={"documents": count},

@@ -34,11 +34,11 @@ from agent_runtime.services.agent_auth import (
     token_exchange_code,
     token_refresh,
 )
-from agent_runtime.services.clients import Actor
 from agent_runtime.tokens import secret_hash
-from approvals.models import AuditEvent
-from approvals.services.audit import audit_chain_verify
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_chain_verify
+from bailing.audit.models import AuditEvent
 from tests.factories import ClientFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -79,7 +79,7 @@ def approve(authorization, client, *, routes=("orders",), **extra):
         principal={"id": "alice", "tenant": "t1", "roles": ["staff"]},
         on_behalf_of="t1:alice",
         allowed_routes=list(routes),
-        actor=Actor("client", client.app_id),
+        actor=Actor.client(client),
         **extra,
     )
 

@@ -15,11 +15,11 @@ from django.db import connection
 
 from agent_runtime.config import ConfigError, validate_client_config
 from agent_runtime.models import Client, Route
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.config_apply import client_upsert, config_apply, route_upsert
 from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, looks_like, secret_matches
-from approvals.models import AuditEvent
-from approvals.services.audit import audit_chain_verify
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_chain_verify
+from bailing.audit.models import AuditEvent
 from knowledge.models import KnowledgeBase
 from tests.factories import ClientFactory
 

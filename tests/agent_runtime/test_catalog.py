@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import Route, ToolProvider
 from agent_runtime.selectors.catalog import load_providers, route_catalog, scope_allowed, tool_name_sort_key
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import provider_refresh
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools import compile_spec
-from bailing.api.authentication import AgentIdentity
+from bailing.audit.actor import Actor
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
 from tests.support.tool_specs import MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
 
@@ -342,8 +342,7 @@ def store(provider: ToolProvider, spec: dict) -> None:
         provider=provider,
         spec=spec,
         result=compile_spec(spec, provider=provider.name),
-        actor_type="system",
-        actor="tests",
+        actor=Actor.system("tests"),
     )
 
 

@@ -12,7 +12,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from agent_runtime.models import AgentRun, Route, VisibleMessage
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from tests.factories import AgentSessionFactory, RouteFactory
 from tests.support.runtime import (
     COMPLETION_SCHEMA,

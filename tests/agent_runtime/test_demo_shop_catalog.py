@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from agent_runtime.models import Route, ToolProvider
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import provider_refresh, provider_set_secret
+from bailing.audit.actor import Actor
 from tests.factories import AgentSessionFactory, RouteFactory
 from tests.support.demo_business import REPO_ROOT, running_demo_business
 

@@ -20,11 +20,11 @@ from agent_runtime.config import (
     validate_tool_provider_config,
 )
 from agent_runtime.models import Client, ProviderTool, Route, ToolProvider
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.config_apply import config_apply, provider_upsert
 from agent_runtime.services.providers import provider_secret_open
-from approvals.models import AuditEvent
-from approvals.services.audit import audit_chain_verify
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_chain_verify
+from bailing.audit.models import AuditEvent
 from demo_business.spec import build_spec
 
 ACTOR = Actor.system("tests")

@@ -25,15 +25,15 @@ from django.db import connection
 from django.test import override_settings
 
 from agent_runtime.models import ProviderTool, Route, ToolProvider
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import (
     SPEC_MAX_BYTES,
     provider_refresh,
     provider_secret_open,
     provider_set_secret,
 )
-from approvals.models import AuditEvent
 from bailing import signing
+from bailing.audit.actor import Actor
+from bailing.audit.models import AuditEvent
 from bailing.management.commands import bailing_demo
 from demo_business.spec import SPEC_PATH, build_spec
 from tests.support.demo_business import running_demo_business
@@ -592,7 +592,7 @@ def test_the_secret_appears_nowhere_but_sealed(shop):
     actions = list(AuditEvent.objects.values_list("action", "data"))
     assert ("agent_runtime.provider.secret_changed", {"previous": "set"}) in actions
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM approvals_auditevent WHERE data::text LIKE %s", [f"%{SECRET}%"])
+        cursor.execute("SELECT count(*) FROM bailing_auditevent WHERE data::text LIKE %s", [f"%{SECRET}%"])
         assert cursor.fetchone()[0] == 0
 
 

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_runtime.models import Route, ToolProvider
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from agent_runtime.models import AgentRun, Route
-from approvals.models import AuditEvent
 from bailing.api.limits import compact_json_utf8_bytes
+from bailing.audit.models import AuditEvent
 from knowledge.models import KnowledgeBase
 from knowledge.selectors.scope import knowledge_scope
 from knowledge.tokens import reference_open

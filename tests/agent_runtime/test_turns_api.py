@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.models import AgentConversation, AgentRun, Route, VisibleMessage
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
 from tests.support.runtime import TURN_SCHEMA, post_json, post_turn, turn_body, turns_url
 

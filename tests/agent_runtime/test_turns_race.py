@@ -9,7 +9,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from agent_runtime.models import AgentConversation, AgentRun, VisibleMessage
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from tests.factories import AgentSessionFactory, RouteFactory
 from tests.support.runtime import post_turn, turn_body
 

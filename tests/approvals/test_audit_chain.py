@@ -13,24 +13,20 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
-from approvals.models import AuditEvent
-from approvals.services.audit import GENESIS_HASH, audit_chain_verify, audit_record
 from bailing.api.hashing import canonical_sha256, sha256_hex
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import GENESIS_HASH, audit_chain_verify, audit_record
+from bailing.audit.models import AuditEvent
 from tests.support.audit import audit_tampering
 
 pytestmark = pytest.mark.django_db
 
 
 def record(n: int = 0, **fields) -> AuditEvent:
-    arguments = {
-        "action": "tests.audit.recorded",
-        "actor_type": "system",
-        "actor": "pytest",
-        "data": {"n": n},
-        **fields,
-    }
+    actor = Actor(fields.pop("actor_type", "system"), fields.pop("actor", "pytest"))
+    arguments = {"action": "tests.audit.recorded", "data": {"n": n}, **fields}
     with transaction.atomic():
-        return audit_record(**arguments)
+        return audit_record(actor=actor, **arguments)
 
 
 def chain(length: int) -> list[AuditEvent]:
@@ -110,7 +106,7 @@ def test_every_recorded_field_is_part_of_the_hash():
 def test_recording_outside_a_transaction_is_refused():
     # The event must commit or roll back with the change it describes.
     with pytest.raises(RuntimeError):
-        audit_record(action="tests.audit.recorded", actor_type="system", actor="pytest")
+        audit_record(action="tests.audit.recorded", actor=Actor.system("pytest"))
     assert not AuditEvent.objects.exists()
 
 
@@ -132,7 +128,7 @@ def test_data_is_hashed_as_the_database_stores_it(data):
 def test_a_rolled_back_change_leaves_no_event_and_no_gap_in_the_chain():
     record(1)
     with pytest.raises(ZeroDivisionError), transaction.atomic():
-        audit_record(action="tests.audit.recorded", actor_type="system", actor="pytest")
+        audit_record(action="tests.audit.recorded", actor=Actor.system("pytest"))
         raise ZeroDivisionError  # the change fails after its event was appended
     record(2)
     assert AuditEvent.objects.count() == 2
@@ -214,8 +210,8 @@ def test_deleting_an_event_breaks_the_link_after_it(position):
 def _leave_id_gap(size: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT setval(pg_get_serial_sequence('approvals_auditevent', 'id'), "
-            "(SELECT max(id) FROM approvals_auditevent) + %s)",
+            "SELECT setval(pg_get_serial_sequence('bailing_auditevent', 'id'), "
+            "(SELECT max(id) FROM bailing_auditevent) + %s)",
             [size],
         )
 
@@ -312,7 +308,7 @@ def test_parallel_transactions_never_fork_the_chain():
             with transaction.atomic():
                 # Every transaction is open and ready to append at the same moment...
                 barrier.wait(timeout=30)
-                audit_record(action="tests.audit.parallel", actor_type="system", actor=f"worker-{n}")
+                audit_record(action="tests.audit.parallel", actor=Actor.system(f"worker-{n}"))
                 # ...and stays open a little after appending, so an unserialised append would
                 # read the same predecessor as its neighbours.
                 time.sleep(0.05)
@@ -342,7 +338,7 @@ def test_the_database_refuses_updates_and_deletes_of_audit_events(tampering_allo
     # ``tampering_allowed`` is autouse here; re-enable the trigger for this one test.
     events = chain(2)
     with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE approvals_auditevent ENABLE TRIGGER approvals_auditevent_append_only")
+        cursor.execute("ALTER TABLE bailing_auditevent ENABLE TRIGGER bailing_auditevent_append_only")
     for attempt in (
         lambda: AuditEvent.objects.filter(pk=events[0].pk).update(actor="mallory"),
         lambda: AuditEvent.objects.filter(pk=events[1].pk).delete(),

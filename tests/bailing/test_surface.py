@@ -17,7 +17,7 @@ from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from bailing.api.authentication import AgentBearerAuthentication, ClientTokenAuthentication
+from agent_runtime.api.authentication import AgentBearerAuthentication, ClientTokenAuthentication
 from bailing.api.parsers import MAX_JSON_DEPTH, body_budget
 from bailing.api.views import ApiNotFound
 from tests.factories import AgentSessionFactory, RouteFactory

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_runtime.models import Route, ToolProvider
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import provider_set_secret
+from bailing.audit.actor import Actor
 from tests.factories import RouteFactory, ToolProviderFactory
 
 SPECS = Path(__file__).resolve().parents[1] / "agent_runtime" / "fixtures" / "specs"

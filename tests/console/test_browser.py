@@ -16,7 +16,8 @@ from django.db import transaction
 from django.urls import reverse
 
 from agent_client import AgentAuthError, ReferenceAgentClient
-from approvals.services.audit import audit_record
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
 from tests.console.conftest import PASSWORD
 from tests.factories import ClientFactory, RouteFactory
 
@@ -41,7 +42,7 @@ def test_hub_consent_sign_in_then_admin_revoke(
     )
     for n in range(55):  # older history, so the audit list has a second page
         with transaction.atomic():
-            audit_record(action="tests.console.seeded", actor_type="system", actor=f"seed-{n}")
+            audit_record(action="tests.console.seeded", actor=Actor.system(f"seed-{n}"))
     page = browser_page
     base = hub_server.url
 

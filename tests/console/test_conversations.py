@@ -12,9 +12,9 @@ import pytest
 from django.urls import reverse
 
 from agent_runtime.console.conversations import LONG_TEXT_CHARS
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentConversation, AgentRun
 from agent_runtime.services.runs import run_complete, turn_prepare
-from bailing.api.authentication import AgentIdentity
 from tests.console.conftest import signed_in
 from tests.console.providers_seed import load_spec
 from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, ToolProviderFactory

@@ -10,9 +10,9 @@ import json
 import pytest
 from django.urls import reverse
 
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentRun
 from agent_runtime.services.runs import run_complete, turn_prepare
-from bailing.api.authentication import AgentIdentity
 from tests.console.conftest import PASSWORD
 from tests.console.providers_seed import load_spec
 from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, ToolProviderFactory

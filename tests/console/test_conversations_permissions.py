@@ -10,9 +10,9 @@ from django.contrib.auth.models import Group
 from django.test import Client as HttpClient
 from django.urls import reverse
 
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentConversation, AgentRun
 from agent_runtime.services.runs import turn_prepare
-from bailing.api.authentication import AgentIdentity
 from tests.console.conftest import signed_in
 from tests.factories import AgentSessionFactory, RouteFactory, UserFactory
 from tests.support.runtime import turn_body

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client as HttpClient
 from django.urls import reverse
 
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from knowledge import parsing
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.indexing import documents_index

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client as HttpClient
 from django.utils import timezone
 
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from tests.console.conftest import PASSWORD
 from tests.factories import UserFactory
 from tests.support.audit import audit_tampering

@@ -18,8 +18,9 @@ from django.utils import timezone
 from agent_runtime.models import AgentAuthorization, AgentSession, Client
 from agent_runtime.services.agent_auth import token_exchange_code
 from agent_runtime.services.workspaces import workspace_profile
-from approvals.models import AuditEvent
-from approvals.services.audit import audit_record
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
+from bailing.audit.models import AuditEvent
 from bailing.db.features import server_version, vector_available
 from knowledge.models import Document
 from tests.console.conftest import signed_in
@@ -35,7 +36,8 @@ from tests.support.audit import audit_tampering
 
 def _record(action: str, **fields) -> AuditEvent:
     with transaction.atomic():
-        return audit_record(action=action, actor_type=fields.pop("actor_type", "system"), **fields)
+        actor = Actor(fields.pop("actor_type", "system"), fields.pop("actor", "pytest"))
+        return audit_record(action=action, actor=actor, **fields)
 
 
 def _cards(response) -> dict[str, int]:

@@ -9,8 +9,9 @@ from django.test import Client as HttpClient
 from django.urls import reverse
 
 from agent_runtime.models import AgentAuthorization, AgentSession, Client
-from approvals.models import AuditEvent
-from approvals.services.audit import audit_record
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
+from bailing.audit.models import AuditEvent
 from tests.console.conftest import signed_in
 from tests.factories import AgentSessionFactory, UserFactory
 
@@ -28,7 +29,7 @@ def world(console_roles, start_hub_login):
     client = login.authorization.client
     session = AgentSessionFactory(client=client, allowed_routes=["orders"])
     with transaction.atomic():
-        event = audit_record(action="tests.console.seeded", actor_type="system", actor="pytest")
+        event = audit_record(action="tests.console.seeded", actor=Actor.system("pytest"))
     return {
         "login": login,
         "client": client,
@@ -256,9 +257,9 @@ PAGE_PERMISSIONS = {
     "session_revoke": ("agent_runtime.change_agentsession",),
     "conversation_list": ("agent_runtime.view_agentconversation", "agent_runtime.view_agentrun"),
     "conversation_detail": ("agent_runtime.view_agentconversation", "agent_runtime.view_agentrun"),
-    "audit_list": ("approvals.view_auditevent",),
-    "audit_verify": ("approvals.verify_auditevent",),
-    "audit_detail": ("approvals.view_auditevent",),
+    "audit_list": ("bailing.view_auditevent",),
+    "audit_verify": ("bailing.verify_auditevent",),
+    "audit_detail": ("bailing.view_auditevent",),
     "consent": ("agent_runtime.consent_agentauthorization",),
 }
 

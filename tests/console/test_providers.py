@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from agent_runtime.console.providers import approval_summary, base_origin
 from agent_runtime.models import ProviderTool, ToolProvider
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import provider_refresh
 from agent_runtime.tools import GUIDANCE_MAX_BYTES, GUIDANCE_MAX_CHARS, compile_spec
+from bailing.audit.actor import Actor
 from demo_business.spec import build_spec
 from tests.console.conftest import signed_in
 from tests.console.providers_seed import (

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import provider_refresh
+from bailing.audit.actor import Actor
 from tests.console.conftest import PASSWORD
 from tests.console.providers_seed import SHOP_SECRET, closed_port, seed_console_providers, url_provider
 from tests.support.demo_business import running_demo_business

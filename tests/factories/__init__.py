@@ -20,6 +20,7 @@ from agent_runtime.tokens import (
     secret_hash,
 )
 from agent_runtime.tools import compile_spec
+from bailing.audit.actor import Actor
 
 
 class ClientFactory(factory.django.DjangoModelFactory):
@@ -122,9 +123,7 @@ class ToolProviderFactory(factory.django.DjangoModelFactory):
     def spec(obj, create, extracted, **kwargs):
         if create and extracted is not None:
             result = compile_spec(extracted, provider=obj.name)
-            provider_spec_store(
-                provider=obj, spec=extracted, result=result, actor_type="system", actor="tests"
-            )
+            provider_spec_store(provider=obj, spec=extracted, result=result, actor=Actor.system("tests"))
 
 
 class KnowledgeBaseFactory(factory.django.DjangoModelFactory):
@@ -155,7 +154,7 @@ class KnowledgeBaseFactory(factory.django.DjangoModelFactory):
 
 def knowledge_document(kb, source_key: str, title: str, content: str, *, index: bool = True, **kwargs):
     """Put a document through the real service and (by default) index it now, as the worker would."""
-    from agent_runtime.services.clients import Actor
+    from bailing.audit.actor import Actor
     from knowledge.services.documents import document_put
     from knowledge.services.indexing import document_index
 

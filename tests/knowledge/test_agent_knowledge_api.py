@@ -19,10 +19,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentConversation, AgentRun, Route
-from agent_runtime.services.clients import Actor
-from approvals.models import AuditEvent
-from bailing.api.authentication import AgentIdentity
+from bailing.audit.actor import Actor
+from bailing.audit.models import AuditEvent
 from knowledge.models import KnowledgeBase
 from knowledge.selectors.scope import knowledge_scope
 from knowledge.services import agent_knowledge

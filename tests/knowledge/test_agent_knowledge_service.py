@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import Route
-from bailing.api.authentication import AgentIdentity
 from bailing.api.limits import compact_json_utf8_bytes, utf16_length
 from knowledge.errors import KnowledgeReferenceExpired, KnowledgeReferenceInvalid
 from knowledge.selectors.scope import knowledge_scope

@@ -14,7 +14,7 @@ import threading
 import pytest
 from django.db import connection
 
-from agent_runtime.services.clients import Actor
+from bailing.audit.actor import Actor
 from knowledge.models import Chunk, Document, KnowledgeBaseStats, TermStat
 from knowledge.services.documents import document_delete, document_put
 from knowledge.services.indexing import documents_index

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agent_runtime.services.clients import Actor
+from bailing.audit.actor import Actor
 from knowledge.models import Chunk, Document, KnowledgeBaseStats, Posting, TermStat
 from knowledge.services.documents import document_delete, document_put
 from knowledge.services.indexing import document_index

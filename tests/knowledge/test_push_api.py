@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from knowledge.api.push_views import PUSH_BODY_MAX_BYTES
 from knowledge.models import Chunk, Document
 from knowledge.services.queue import documents_claim

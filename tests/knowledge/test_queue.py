@@ -79,7 +79,7 @@ def test_attempts_cap_moves_the_document_to_error():
 
 @pytest.mark.django_db
 def test_put_after_failure_requeues_with_fresh_attempts():
-    from agent_runtime.services.clients import Actor
+    from bailing.audit.actor import Actor
     from knowledge.services.documents import document_put
 
     kb = _lexical_kb()

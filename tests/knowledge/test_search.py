@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from agent_runtime.config import FUSION_DEFAULTS
-from agent_runtime.services.clients import Actor
+from bailing.audit.actor import Actor
 from knowledge.models import Chunk, KnowledgeBase
 from knowledge.selectors.scope import knowledge_scope
 from knowledge.selectors.search import (
@@ -361,7 +361,7 @@ def test_tampered_chunk_text_and_disabled_kb_drop_out():
 _PROBE = """
 import json
 from agent_runtime.config import FUSION_DEFAULTS
-from agent_runtime.services.clients import Actor
+from bailing.audit.actor import Actor
 from knowledge.models import KnowledgeBase, KnowledgeBaseStats
 from knowledge.services.documents import document_put
 from knowledge.services.indexing import document_index

@@ -10,15 +10,15 @@ from contextlib import contextmanager
 
 from django.db import connection
 
-_TRIGGER = "approvals_auditevent_append_only"
+_TRIGGER = "bailing_auditevent_append_only"
 
 
 @contextmanager
 def audit_tampering():
     with connection.cursor() as cursor:
-        cursor.execute(f"ALTER TABLE approvals_auditevent DISABLE TRIGGER {_TRIGGER}")
+        cursor.execute(f"ALTER TABLE bailing_auditevent DISABLE TRIGGER {_TRIGGER}")
     try:
         yield
     finally:
         with connection.cursor() as cursor:
-            cursor.execute(f"ALTER TABLE approvals_auditevent ENABLE TRIGGER {_TRIGGER}")
+            cursor.execute(f"ALTER TABLE bailing_auditevent ENABLE TRIGGER {_TRIGGER}")

@@ -10,8 +10,8 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError
 
 from agent_runtime.config import ConfigError
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.config_apply import ApplyPlan, config_apply
+from bailing.audit.actor import Actor
 
 # Config files are operator-written but may be large exports; anything beyond this is a mistake.
 MAX_FILE_BYTES = 16 * 1024 * 1024

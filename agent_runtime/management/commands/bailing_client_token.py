@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from agent_runtime.models import Client
-from agent_runtime.services.clients import Actor, client_token_rotate
+from agent_runtime.services.clients import client_token_rotate
+from bailing.audit.actor import Actor
 
 
 class Command(BaseCommand):

@@ -13,8 +13,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agent_runtime.models import ToolProvider
 from agent_runtime.patterns import RESOURCE_NAME
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
+from bailing.audit.actor import Actor
 
 _NAME_RE = re.compile(RESOURCE_NAME)
 

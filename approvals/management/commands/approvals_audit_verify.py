@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.services.audit import audit_chain_verify
+from bailing.audit.ledger import audit_chain_verify
 
 
 class Command(BaseCommand):

@@ -34,13 +34,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_runtime.config import validate_knowledge_base_config
+from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentSession, Client, Route, ToolProvider
 from agent_runtime.selectors.catalog import route_catalog
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
-from bailing.api.authentication import AgentIdentity
+from bailing.audit.actor import Actor
 from knowledge.models import KnowledgeBase
 from knowledge.services.agent_knowledge import agent_knowledge_search
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
@@ -280,8 +280,7 @@ class Command(BaseCommand):
             provider=provider,
             spec=spec,
             result=compile_spec(spec, provider=BENCH_PROVIDER),
-            actor_type="system",
-            actor="bailing_bench",
+            actor=Actor.system("bailing_bench"),
         )
         client, _ = Client.objects.update_or_create(
             app_id=BENCH_CLIENT,

@@ -27,9 +27,9 @@ from django.db import transaction
 
 from agent_runtime.config import ConfigError
 from agent_runtime.models import ToolProvider
-from agent_runtime.services.clients import Actor
 from agent_runtime.services.config_apply import config_apply
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
+from bailing.audit.actor import Actor
 from bailing.roles import ADMINISTRATOR, roles_sync
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import documents_put_files

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.views.generic import TemplateView
 
 from agent_runtime.models import AgentSession, Client, Route
-from approvals.models import AuditEvent
+from bailing.audit.models import AuditEvent
 from bailing.db.features import server_version, vector_available
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.tables import utc_iso
@@ -21,7 +21,7 @@ _ROLE_PERMS = (
     "agent_runtime.view_client",
     "agent_runtime.view_route",
     "agent_runtime.view_agentsession",
-    "approvals.view_auditevent",
+    "bailing.view_auditevent",
 )
 
 
@@ -77,7 +77,7 @@ class DashboardView(ConsoleView, TemplateView):
                     "url": reverse("console:knowledge_list"),
                 }
             )
-        if user.has_perm("approvals.view_auditevent"):
+        if user.has_perm("bailing.view_auditevent"):
             since = now - timedelta(hours=24)
             cards.append(
                 {

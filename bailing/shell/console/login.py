@@ -15,8 +15,9 @@ from django.contrib.auth import views as auth_views
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.models import AuditEvent
-from approvals.services.audit import audit_record
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
+from bailing.audit.models import AuditEvent
 
 MAX_FAILURES = 5
 WINDOW = timedelta(minutes=10)
@@ -48,8 +49,7 @@ class ConsoleLoginView(auth_views.LoginView):
             succeeded = response.status_code in (301, 302) and request.user.is_authenticated
             audit_record(
                 action="console.login.succeeded" if succeeded else "console.login.failed",
-                actor_type="user",
-                actor=username,
+                actor=Actor("user", username),
                 data={"ip": ip},
             )
         return response

@@ -10,7 +10,7 @@ NAV = [
     ("Clients", "console:client_list", "agent_runtime.view_client"),
     ("Agent sessions", "console:session_list", "agent_runtime.view_agentsession"),
     ("Conversations", "console:conversation_list", "agent_runtime.view_agentrun"),
-    ("Audit history", "console:audit_list", "approvals.view_auditevent"),
+    ("Audit history", "console:audit_list", "bailing.view_auditevent"),
 ]
 
 

@@ -50,7 +50,7 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from agent_runtime.config import FUSION_DEFAULTS, KNOWLEDGE_DEFAULTS, validate_knowledge_base_config
-from agent_runtime.services.clients import Actor
+from bailing.audit.actor import Actor
 from knowledge.lexical import lexical_document, lexical_query
 from knowledge.models import Document, KnowledgeBase
 from knowledge.selectors.search import (

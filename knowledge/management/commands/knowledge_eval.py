@@ -37,7 +37,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from agent_runtime.config import FUSION_DEFAULTS, validate_knowledge_base_config
-from agent_runtime.services.clients import Actor
+from bailing.audit.actor import Actor
 from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, KnowledgeBase
 from knowledge.selectors.search import (
     BM25_B,

@@ -40,8 +40,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from agent_runtime.services.clients import Actor
 from bailing.api.limits import utf16_length
+from bailing.audit.actor import Actor
 from knowledge.models import SOURCE_KEY_RE, Document, KnowledgeBase
 from knowledge.parsing import (
     MAX_TEXT_CHARS,

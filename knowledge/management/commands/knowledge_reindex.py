@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agent_runtime.services.clients import Actor
+from bailing.audit.actor import Actor
 from knowledge.models import KnowledgeBase
 from knowledge.services.documents import documents_requeue
 from knowledge.vectors import vector_index_ensure, vector_storage_ensure

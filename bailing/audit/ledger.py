@@ -1,5 +1,6 @@
 """Appending to and verifying the hash-chained audit ledger.
 
+Every app records its milestones with :func:`audit_record`, so the ledger sits on the ground floor.
 ``audit_record`` must be called inside the transaction of the change it records (services own that
 transaction). Appends are serialised with a transaction-scoped advisory lock so two concurrent
 transactions can never chain onto the same predecessor; services take it last, after their own row
@@ -16,8 +17,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.models import AuditEvent
 from bailing.api.hashing import canonical_sha256, sha256_hex
+from bailing.audit.actor import Actor
+from bailing.audit.models import AuditEvent
 
 GENESIS_HASH = "0" * 64
 # Arbitrary constant naming the audit-chain advisory lock (pg_advisory_xact_lock key space is shared).
@@ -45,17 +47,19 @@ def _chain(prev_hash: str, content_hash: str) -> str:
 
 def audit_record(
     *,
+    actor: Actor,
     action: str,
-    actor_type: str,
-    actor: str,
-    client_app_id: str = "",
+    client_app_id: str | None = None,
     session_id: uuid.UUID | str | None = None,
     route_key: str = "",
     target_type: str = "",
     target_id: str = "",
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """Append one event to the chain. Must run inside the caller's transaction."""
+    """Append one event to the chain. Must run inside the caller's transaction.
+
+    ``client_app_id`` and ``session_id`` default to the actor's context (an agent's client and session).
+    """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
     with connection.cursor() as cursor:
@@ -71,11 +75,11 @@ def audit_record(
     prev_hash = last or GENESIS_HASH
     event = AuditEvent(
         created_at=timezone.now(),
-        actor_type=actor_type,
-        actor=actor,
+        actor_type=actor.type,
+        actor=actor.name,
         action=action,
-        client_app_id=client_app_id,
-        session_id=session_id,
+        client_app_id=actor.client_app_id if client_app_id is None else client_app_id,
+        session_id=actor.session_id if session_id is None else session_id,
         route_key=route_key,
         target_type=target_type,
         target_id=target_id,

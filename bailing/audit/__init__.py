@@ -1,0 +1,4 @@
+"""The audit ledger: one hash-chained, append-only table every app records its milestones in.
+
+``models`` (the :class:`AuditEvent` table), ``actor`` (who did it), ``ledger`` (append and verify).
+"""

@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class AgentRuntimeConfig(AppConfig):
     name = "agent_runtime"
     verbose_name = "Agent runtime"
+
+    def ready(self) -> None:
+        from agent_runtime.services.config_apply import config_sections_register_builtin
+
+        # Clients, tool providers and routes as sections of the config document; apps above this one
+        # add theirs (knowledge bases) the same way.
+        config_sections_register_builtin()

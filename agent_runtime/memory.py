@@ -30,22 +30,8 @@ from datetime import datetime
 from typing import Any
 
 from agent_runtime.execution_summary import omission_notice, summary_chars, summary_parse, summary_project
-from bailing.api.limits import utf16_length
+from bailing.api.limits import cut_utf16, utf16_length
 from bailing.api.timefmt import utc_iso
-
-
-def cut_utf16(text: str, max_units: int) -> tuple[str, bool]:
-    """Longest prefix of ``text`` within ``max_units`` UTF-16 units, never splitting a pair."""
-    if max_units <= 0:
-        return "", bool(text)
-    if len(text) <= max_units // 2 or utf16_length(text) <= max_units:
-        return text, False
-    units = 0
-    for index, char in enumerate(text):
-        units += 2 if ord(char) > 0xFFFF else 1
-        if units > max_units:
-            return text[:index], True
-    return text, False
 
 
 def memory_recent(

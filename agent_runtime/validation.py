@@ -6,7 +6,8 @@ import ipaddress
 from urllib.parse import urlsplit
 
 
-def _is_loopback_host(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP address (127.0.0.0/8, ::1)."""
     if host == "localhost":
         return True
     try:
@@ -37,7 +38,7 @@ def authorize_url_problem(url: str) -> str | None:
         return "must have a host"
     if parts.scheme == "https":
         return None
-    if parts.scheme == "http" and _is_loopback_host(host) and port is not None:
+    if parts.scheme == "http" and is_loopback_host(host) and port is not None:
         return None
     return "must be https, or http to a loopback host with an explicit port"
 

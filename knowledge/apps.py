@@ -4,3 +4,33 @@ from django.apps import AppConfig
 class KnowledgeConfig(AppConfig):
     name = "knowledge"
     verbose_name = "Knowledge"
+
+    def ready(self) -> None:
+        from agent_runtime.config import ConfigSection, config_section_register
+        from agent_runtime.ports import turn_knowledge_register
+        from knowledge.config import validate_knowledge_base_config
+        from knowledge.models import KnowledgeBase
+        from knowledge.services.bases import (
+            knowledge_base_check_locked,
+            knowledge_base_diff,
+            knowledge_base_upsert,
+        )
+        from knowledge.services.turns import TurnKnowledgeService
+
+        # The agent runtime knows knowledge only through these two ports: the config document's
+        # ``knowledge_bases`` section (between clients, which write to them, and routes, which name
+        # them) and the knowledge a turn delivers.
+        config_section_register(
+            ConfigSection(
+                name="knowledge_bases",
+                kind="knowledge_base",
+                key_field="kb_id",
+                order=30,
+                validate=validate_knowledge_base_config,
+                model=KnowledgeBase,
+                upsert=knowledge_base_upsert,
+                diff=knowledge_base_diff,
+                check_dry_run=knowledge_base_check_locked,
+            )
+        )
+        turn_knowledge_register(TurnKnowledgeService())

@@ -12,8 +12,8 @@ from typing import Any
 from django.http import HttpResponse
 from rest_framework.response import Response
 
-from agent_runtime.api.views import AgentApiView
-from agent_runtime.runtime_errors import TaskControlUnsupported
+from agent_runtime.api.base import AgentApiView
+from agent_runtime.errors import TaskControlUnsupported
 from agent_runtime.services import runs
 from bailing.api.serializers import (
     JSONObjectField,

@@ -2,51 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agent_runtime.api.authentication import AgentBearerAuthentication
+from agent_runtime.api.base import AgentApiView, RawStringField, query_params
 from agent_runtime.selectors import catalog
-from agent_runtime.services.workspaces import workspace_profile, workspace_resolve, workspaces_for_identity
+from agent_runtime.selectors.routes import route_for_identity
+from agent_runtime.selectors.workspaces import workspace_profile, workspaces_for_identity
 from agent_runtime.tools.compiler import TOOL_NAME_RE
 from bailing.api.errors import InvalidRequest
 from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictSerializer, validate_strict
-
-
-class AgentApiView(APIView):
-    """Base for every agent endpoint: Agent bearer, revalidated on each request."""
-
-    authentication_classes = [AgentBearerAuthentication]
-
-    @property
-    def identity(self):
-        return self.request.auth
-
-
-class RawStringField(serializers.Field):
-    """Any string, passed on unchanged: the route gate judges route keys (400 ``invalid_route``)."""
-
-    default_error_messages = {"type": "Must be a string."}
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("type")
-        return data
-
-
-def query_params(request, serializer_class: type[StrictSerializer]) -> dict[str, Any]:
-    """The query string validated like a body: unknown or repeated parameters are 400 ``invalid_request``
-    naming the parameter, never ignored (a misspelt ``capability_revision`` must not read as absent)."""
-    params = {}
-    for key in request.query_params:
-        values = request.query_params.getlist(key)
-        if len(values) != 1:
-            raise InvalidRequest(field=key)
-        params[key] = values[0]
-    return validate_strict(serializer_class, params)
 
 
 class WorkspaceListApi(AgentApiView):
@@ -56,8 +20,8 @@ class WorkspaceListApi(AgentApiView):
 
 class WorkspaceBootstrapApi(AgentApiView):
     def get(self, request, route: str):
-        workspace = workspace_resolve(identity=self.identity, route_key=route)
-        return Response(workspace_profile(workspace, identity=self.identity))
+        access = route_for_identity(identity=self.identity, route_key=route)
+        return Response(workspace_profile(access.route, identity=self.identity, effective=access.effective))
 
 
 class CapabilitySearchApi(AgentApiView):

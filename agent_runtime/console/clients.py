@@ -11,13 +11,14 @@ from django.views import View
 from django.views.generic import DetailView, FormView, ListView
 
 from agent_runtime.config import ConfigError, validate_client_config
+from agent_runtime.console.forms import ClientCreateForm
 from agent_runtime.console.sessions import session_table
 from agent_runtime.models import Client
 from agent_runtime.services.clients import client_set_enabled, client_token_rotate
 from agent_runtime.services.config_apply import client_upsert
 from bailing.audit.actor import Actor
 from bailing.ui import tables
-from bailing.ui.forms import ClientCreateForm, ClientEnabledForm
+from bailing.ui.forms import EnabledForm
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page
 
@@ -118,7 +119,7 @@ class ClientSetEnabledView(ConsoleView, View):
 
     def post(self, request, app_id):
         client = get_object_or_404(Client, app_id=app_id)
-        form = ClientEnabledForm(request.POST)
+        form = EnabledForm(request.POST)
         if not form.is_valid():
             return error_page(
                 request, status=400, title="Invalid request", detail="Choose enable or disable."

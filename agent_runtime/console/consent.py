@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views import View
 
+from agent_runtime.console.forms import ConsentForm
 from agent_runtime.errors import AuthorizationExpired, InvalidState
 from agent_runtime.models import AgentAuthorization
 from agent_runtime.services.agent_auth import (
@@ -23,7 +24,6 @@ from agent_runtime.services.agent_auth import (
 from agent_runtime.validation import loopback_redirect_problem
 from bailing.api.errors import ApiError, NotFound
 from bailing.audit.actor import Actor
-from bailing.ui.forms import ConsentForm
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import error_page
 

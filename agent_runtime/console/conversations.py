@@ -28,9 +28,8 @@ from django.urls import reverse
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import AgentConversation, AgentRun, Client, Route
-from approvals.console.views import READ_ONLY
 from bailing.ui import tables
-from bailing.ui.mixins import ConsoleView
+from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 
 PERMISSIONS = ("agent_runtime.view_agentconversation", "agent_runtime.view_agentrun")

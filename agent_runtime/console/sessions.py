@@ -12,11 +12,11 @@ from django.utils import timezone
 from django.views import View
 from django.views.generic import DetailView, ListView
 
+from agent_runtime.console.forms import SessionFilterForm
 from agent_runtime.models import AgentSession
 from agent_runtime.services.agent_auth import session_revoke
 from bailing.audit.actor import Actor
 from bailing.ui import tables
-from bailing.ui.forms import SessionFilterForm
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 

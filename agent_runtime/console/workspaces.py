@@ -9,7 +9,7 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.config import route_effective
 from agent_runtime.models import Route
-from agent_runtime.services.workspaces import workspace_profile
+from agent_runtime.selectors.workspaces import workspace_profile
 from bailing.api.errors import ApiError
 from bailing.ui import tables
 from bailing.ui.mixins import ConsoleView

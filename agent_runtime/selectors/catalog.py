@@ -54,6 +54,7 @@ from agent_runtime import errors
 from agent_runtime.config import route_effective
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import ProviderTool, Route, ToolProvider
+from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.tools.projection import PROJECTION_KEYS
 from bailing.api.hashing import canonical_sha256, sha256_hex
@@ -474,14 +475,10 @@ def tool_surface_resolve(*, identity: AgentIdentity, route_key: str, runtime: bo
     ``runtime=True`` (capability search) also needs ``agent_client.enabled``; the ``/tools`` surface
     (older catalog, tool detail) stays available without it (spec "Agent Client Runtime v1").
     """
-    # Imported here: the workspace module builds its capabilities block from this one.
-    from agent_runtime.services.workspaces import workspace_resolve
-
-    route = workspace_resolve(identity=identity, route_key=route_key, runtime=runtime)
-    effective = route_effective(route)
-    if not effective["tools"]["agent_direct"]["enabled"]:
+    access = route_for_identity(identity=identity, route_key=route_key, runtime=runtime)
+    if not access.effective["tools"]["agent_direct"]["enabled"]:
         raise errors.AgentDirectDisabled()
-    return route, route_catalog(route=route, identity=identity, effective=effective)
+    return access.route, route_catalog(route=access.route, identity=identity, effective=access.effective)
 
 
 def tool_catalog_get(*, identity: AgentIdentity, route_key: str) -> dict[str, Any]:

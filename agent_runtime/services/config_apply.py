@@ -30,7 +30,18 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 
-from agent_runtime.config import ConfigError, validate_document
+from agent_runtime.config import (
+    ConfigError,
+    ConfigSection,
+    config_section_register,
+    config_sections,
+    validate_client_config,
+    validate_document,
+    validate_route_config,
+    validate_tool_provider_config,
+)
+from agent_runtime.config.clients import CLIENT_FIELDS
+from agent_runtime.config.routes import ROUTE_FIELDS
 from agent_runtime.models import Client, Route, ToolProvider
 from agent_runtime.services.providers import (
     provider_secret_matches,
@@ -41,36 +52,7 @@ from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools.compiler import CompileResult, compile_spec
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from knowledge.models import KnowledgeBase
-from knowledge.services.bases import knowledge_base_check_locked, knowledge_base_diff, knowledge_base_upsert
 
-# Columns a config file controls. Token columns are deliberately absent: a Client Token is issued
-# only by ``bailing_client_token`` and never read from or compared with a file.
-CLIENT_CONFIG_FIELDS = (
-    "name",
-    "description",
-    "enabled",
-    "allowed_routes",
-    "allowed_channels",
-    "rate_limit_per_min",
-    "budget",
-    "agent_authorize_url",
-    "hub_consent",
-)
-ROUTE_CONFIG_FIELDS = (
-    "name",
-    "description",
-    "enabled",
-    "target",
-    "target_config",
-    "permission",
-    "audience",
-    "memory",
-    "knowledge",
-    "tools",
-    "agent_client",
-    "run_config",
-)
 # The secret is not a column a file sets: it is read from secret_env/secret_file and compared and
 # stored sealed (see the module docstring).
 PROVIDER_CONFIG_FIELDS = (
@@ -185,15 +167,15 @@ def _audit_route(actor: Actor) -> Callable[[str, models.Model, list[str]], None]
     return audit
 
 
-def _client_upsert(*, data: dict, actor: Actor) -> tuple[Client, str, list[str]]:
+def _client_upsert(*, data: dict, actor: Actor, path: str = "") -> tuple[Client, str, list[str]]:
     return _upsert(
-        model=Client, key_field="app_id", fields=CLIENT_CONFIG_FIELDS, data=data, audit=_audit_client(actor)
+        model=Client, key_field="app_id", fields=CLIENT_FIELDS, data=data, audit=_audit_client(actor)
     )
 
 
-def _route_upsert(*, data: dict, actor: Actor) -> tuple[Route, str, list[str]]:
+def _route_upsert(*, data: dict, actor: Actor, path: str = "") -> tuple[Route, str, list[str]]:
     return _upsert(
-        model=Route, key_field="route_key", fields=ROUTE_CONFIG_FIELDS, data=data, audit=_audit_route(actor)
+        model=Route, key_field="route_key", fields=ROUTE_FIELDS, data=data, audit=_audit_route(actor)
     )
 
 
@@ -297,7 +279,7 @@ def _provider_diff(instance: models.Model | None, data: dict) -> list[str]:
     return changed
 
 
-def _provider_upsert(*, data: dict, actor: Actor) -> tuple[ToolProvider, str, list[str]]:
+def _provider_upsert(*, data: dict, actor: Actor, path: str = "") -> tuple[ToolProvider, str, list[str]]:
     inputs: _ProviderInputs = data["_inputs"]
     with transaction.atomic():
         provider, action, changed = _upsert(
@@ -337,42 +319,16 @@ def provider_upsert(*, data: dict, actor: Actor, secret: str | None = None) -> t
 
 
 @dataclass(frozen=True)
-class _Section:
-    kind: str
-    model: type[models.Model]
-    key_field: str
-    fields: tuple[str, ...]
-    upsert: Callable[..., tuple[models.Model, str, list[str]]]
-    # Dry-run comparison when a section has more than columns to compare (the provider secret).
-    diff: Callable[[models.Model | None, dict], list[str]] | None = None
+class NoteContext:
+    """What notes are computed from: every section's keys known after this document (rows and items),
+    the rows as they were before, and whether this is a dry run."""
 
-
-# Apply order matches ``agent_runtime.config.CONFIG_SECTIONS``: clients before knowledge bases
-# (writers), providers and knowledge bases before routes, which name them.
-_SECTIONS: dict[str, _Section] = {
-    "clients": _Section("client", Client, "app_id", CLIENT_CONFIG_FIELDS, _client_upsert),
-    "tool_providers": _Section(
-        "provider", ToolProvider, "name", PROVIDER_CONFIG_FIELDS, _provider_upsert, _provider_diff
-    ),
-    "knowledge_bases": _Section(
-        "knowledge_base", KnowledgeBase, "kb_id", (), knowledge_base_upsert, knowledge_base_diff
-    ),
-    "routes": _Section("route", Route, "route_key", ROUTE_CONFIG_FIELDS, _route_upsert),
-}
-
-
-@dataclass(frozen=True)
-class _NoteContext:
-    """What notes are computed from: names known after this document, and rows as they were before."""
-
-    route_keys: set[str]
-    provider_names: set[str]
-    kb_ids: set[str]
+    known: dict[str, set[str]]
     before: dict[str, dict[str, models.Model]]
     dry_run: bool
 
 
-def _provider_notes(data: dict, instance: models.Model | None, action: str, ctx: _NoteContext) -> list[str]:
+def _provider_notes(data: dict, instance: models.Model | None, action: str, ctx: NoteContext) -> list[str]:
     notes: list[str] = []
     name = data["name"]
     inputs: _ProviderInputs = data["_inputs"]
@@ -393,91 +349,133 @@ def _provider_notes(data: dict, instance: models.Model | None, action: str, ctx:
     return notes
 
 
-def _notes(kind: str, data: dict, instance: models.Model | None, action: str, ctx: _NoteContext) -> list[str]:
+def _route_notes(data: dict, instance: models.Model | None, action: str, ctx: NoteContext) -> list[str]:
     notes: list[str] = []
-    if kind == "provider":
-        return _provider_notes(data, instance, action, ctx)
-    if kind == "route":
-        sources = (data["tools"] or {}).get("sources") or []
-        unknown = [source["provider"] for source in sources if source["provider"] not in ctx.provider_names]
-        if unknown:
-            notes.append("tools.sources names tool providers that do not exist: " + ", ".join(unknown))
-        knowledge = data["knowledge"] or {}
-        kb_ids = knowledge.get("kb_ids") or ([knowledge["kb_id"]] if knowledge.get("kb_id") else [])
-        missing_kbs = [kb_id for kb_id in kb_ids if kb_id not in ctx.kb_ids]
-        if missing_kbs:
-            notes.append("knowledge names knowledge bases that do not exist: " + ", ".join(missing_kbs))
-        return notes
-    if kind == "knowledge_base":
-        return notes
-    route_keys = ctx.route_keys
+    sources = (data["tools"] or {}).get("sources") or []
+    unknown = [
+        source["provider"] for source in sources if source["provider"] not in ctx.known["tool_providers"]
+    ]
+    if unknown:
+        notes.append("tools.sources names tool providers that do not exist: " + ", ".join(unknown))
+    knowledge = data["knowledge"] or {}
+    kb_ids = knowledge.get("kb_ids") or ([knowledge["kb_id"]] if knowledge.get("kb_id") else [])
+    # Knowledge bases are another app's section; without it, no knowledge base exists.
+    known_kbs = ctx.known.get("knowledge_bases", set())
+    missing_kbs = [kb_id for kb_id in kb_ids if kb_id not in known_kbs]
+    if missing_kbs:
+        notes.append("knowledge names knowledge bases that do not exist: " + ", ".join(missing_kbs))
+    return notes
+
+
+def _client_notes(data: dict, instance: models.Model | None, action: str, ctx: NoteContext) -> list[str]:
+    notes: list[str] = []
     if instance is None or not instance.token_hash:
         notes.append(f"no Client Token yet: run manage.py bailing_client_token {data['app_id']}")
-    missing = [key for key in data["allowed_routes"] if key != "*" and key not in route_keys]
+    missing = [key for key in data["allowed_routes"] if key != "*" and key not in ctx.known["routes"]]
     if missing:
         notes.append("allowed_routes names routes that do not exist: " + ", ".join(missing))
     return notes
 
 
+def changed_fields_diff(fields: tuple[str, ...]) -> Callable[[models.Model | None, dict], list[str]]:
+    """The dry-run comparison of a section whose config is exactly ``fields`` (column by column)."""
+    return lambda instance, data: _changed_fields(instance, data, fields)
+
+
+def config_sections_register_builtin() -> None:
+    """Declare the agent runtime's own sections (called from ``agent_runtime.apps``)."""
+    config_section_register(
+        ConfigSection(
+            name="clients",
+            kind="client",
+            key_field="app_id",
+            order=10,
+            validate=validate_client_config,
+            model=Client,
+            upsert=_client_upsert,
+            diff=changed_fields_diff(CLIENT_FIELDS),
+            notes=_client_notes,
+        )
+    )
+    config_section_register(
+        ConfigSection(
+            name="tool_providers",
+            kind="provider",
+            key_field="name",
+            order=20,
+            validate=validate_tool_provider_config,
+            model=ToolProvider,
+            upsert=_provider_upsert,
+            diff=_provider_diff,
+            prepare=_providers_prepare,
+            notes=_provider_notes,
+        )
+    )
+    config_section_register(
+        ConfigSection(
+            name="routes",
+            kind="route",
+            key_field="route_key",
+            order=40,
+            validate=validate_route_config,
+            model=Route,
+            upsert=_route_upsert,
+            diff=changed_fields_diff(ROUTE_FIELDS),
+            notes=_route_notes,
+        )
+    )
+
+
 def config_apply(*, document: Any, dry_run: bool, actor: Actor) -> ApplyPlan:
-    """Validate ``document`` (``{"clients": [...], "tool_providers": [...], "routes": [...]}``) and
+    """Validate ``document`` (``{"clients": [...], "tool_providers": [...], "routes": [...], ...}``) and
     apply it in one transaction.
 
     Raises ``agent_runtime.config.ConfigError`` before writing anything if any item is invalid. With
     ``dry_run`` the same plan is computed from the current rows and nothing is written or locked.
     """
-    sections = validate_document(document)
+    sections = config_sections()
+    items = validate_document(document)
     # Secrets and inline specs are read and compiled before anything is locked or written.
-    sections["tool_providers"] = _providers_prepare(sections["tool_providers"])
+    for section in sections:
+        if section.prepare is not None:
+            items[section.name] = section.prepare(items[section.name])
     plan = ApplyPlan(dry_run=dry_run)
     with transaction.atomic():
         existing: dict[str, dict[str, models.Model]] = {}
-        for name, section in _SECTIONS.items():
-            keys = [item[section.key_field] for item in sections[name]]
+        for section in sections:
+            keys = [item[section.key_field] for item in items[section.name]]
             rows = section.model.objects.filter(**{f"{section.key_field}__in": keys}).order_by("pk")
             if not dry_run:
                 rows = rows.select_for_update()
-            existing[name] = {getattr(row, section.key_field): row for row in rows}
+            existing[section.name] = {getattr(row, section.key_field): row for row in rows}
 
-        route_keys = set(Route.objects.values_list("route_key", flat=True))
-        route_keys.update(item["route_key"] for item in sections["routes"])
-        provider_names = set(ToolProvider.objects.values_list("name", flat=True))
-        provider_names.update(item["name"] for item in sections["tool_providers"])
-        kb_ids = set(KnowledgeBase.objects.values_list("kb_id", flat=True))
-        kb_ids.update(item["kb_id"] for item in sections["knowledge_bases"])
-        ctx = _NoteContext(
-            route_keys=route_keys,
-            provider_names=provider_names,
-            kb_ids=kb_ids,
-            before=existing,
-            dry_run=dry_run,
-        )
+        known = {}
+        for section in sections:
+            names = set(section.model.objects.values_list(section.key_field, flat=True))
+            names.update(item[section.key_field] for item in items[section.name])
+            known[section.name] = names
+        ctx = NoteContext(known=known, before=existing, dry_run=dry_run)
 
-        for name, section in _SECTIONS.items():
-            for i, data in enumerate(sections[name]):
+        for section in sections:
+            for i, data in enumerate(items[section.name]):
                 key = data[section.key_field]
+                path = f"{section.name}[{i}]"
                 if dry_run:
-                    instance = existing[name].get(key)
-                    if section.diff is not None:
-                        changed = section.diff(instance, data)
-                    else:
-                        changed = _changed_fields(instance, data, section.fields)
-                    if section.kind == "knowledge_base" and instance is not None:
-                        knowledge_base_check_locked(changed, path=f"{name}[{i}]")
+                    instance = existing[section.name].get(key)
+                    changed = section.diff(instance, data)
+                    if section.check_dry_run is not None and instance is not None:
+                        section.check_dry_run(changed, path=path)
                     action = "created" if instance is None else ("updated" if changed else "unchanged")
-                elif section.kind == "knowledge_base":
-                    instance, action, changed = knowledge_base_upsert(
-                        data=data, actor=actor, path=f"{name}[{i}]"
-                    )
                 else:
-                    instance, action, changed = section.upsert(data=data, actor=actor)
+                    instance, action, changed = section.upsert(data=data, actor=actor, path=path)
+                notes = section.notes(data, instance, action, ctx) if section.notes is not None else []
                 plan.items.append(
                     PlanItem(
                         kind=section.kind,
                         key=key,
                         action=action,
                         fields=changed if action == "updated" else [],
-                        notes=_notes(section.kind, data, instance, action, ctx),
+                        notes=notes,
                     )
                 )
     return plan

@@ -31,21 +31,19 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agent_runtime import runtime_errors as errors
-from agent_runtime.config import route_effective
+from agent_runtime import errors
 from agent_runtime.identity import AgentIdentity
-from agent_runtime.memory import cut_utf16, memory_recent
+from agent_runtime.memory import memory_recent
 from agent_runtime.models import AgentConversation, AgentRun, Route, VisibleMessage
+from agent_runtime.ports import turn_knowledge
 from agent_runtime.selectors import catalog as catalog_service
+from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
-from agent_runtime.services.workspaces import workspace_profile, workspace_resolve
+from agent_runtime.selectors.workspaces import workspace_profile
 from bailing.api.hashing import canonical_sha256
-from bailing.api.limits import compact_json_utf8_bytes
+from bailing.api.limits import compact_json_utf8_bytes, cut_utf16
 from bailing.api.timefmt import utc_iso
 from bailing.audit.ledger import audit_record
-from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
-from knowledge.selectors.search import SearchResult
-from knowledge.services import agent_knowledge
 
 TURN_SCHEMA = "bailing.agent-turn-context.v1"
 COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"
@@ -79,22 +77,10 @@ def turn_query(data: dict[str, Any]) -> str:
     return f"{hint}\n{data['user_input']}" if hint else data["user_input"]
 
 
-def _turn_knowledge_retrieve(
-    *, route: Route, effective: dict[str, Any], data: dict[str, Any]
-) -> tuple[KnowledgeScope, agent_knowledge.InlineKnowledge | SearchResult]:
-    """Retrieve the turn's knowledge before the run's transaction opens (embedding a query may call
-    the network; no row lock is held meanwhile).
-
-    Legacy turns get the inline ``knowledge``/``knowledge_refs`` (chunk or doc mode, research §D.3);
-    an ``on_demand`` turn gets the search result its hints are built from once the run id exists.
-    Both search the turn query (:func:`turn_query`: page hints only when ``page_boost`` is on).
-    Retrieval failure is a status, never a failed turn.
-    """
-    scope = knowledge_scope(route=route, effective=effective)
-    query = turn_query(data) if effective["knowledge"]["page_boost"] else data["user_input"]
-    if data.get("knowledge_delivery") == "on_demand":
-        return scope, agent_knowledge.knowledge_hints_search(scope=scope, query=query)
-    return scope, agent_knowledge.knowledge_inline_build(scope=scope, query=query)
+def _turn_knowledge_query(effective: dict[str, Any], data: dict[str, Any]) -> str:
+    """What the turn's knowledge is searched for: the turn query (page hints first) when the route's
+    ``page_boost`` is on, else the user input alone."""
+    return turn_query(data) if effective["knowledge"]["page_boost"] else data["user_input"]
 
 
 def _turn_lookup(*, identity: AgentIdentity, route: Route, data: dict[str, Any]) -> list[AgentRun]:
@@ -170,7 +156,8 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
     ``bailing.agent-turn-context.v1`` body. Raises the route gate's errors, 413
     ``page_context_too_large`` and 409 ``turn_conflict``.
     """
-    route = workspace_resolve(identity=identity, route_key=route_key)
+    access = route_for_identity(identity=identity, route_key=route_key)
+    route, effective = access.route, access.effective
     page_bytes = compact_json_utf8_bytes(data.get("page_context", {}))
     if page_bytes > PAGE_CONTEXT_MAX_BYTES:
         raise errors.PageContextTooLarge(max_bytes=PAGE_CONTEXT_MAX_BYTES, actual_bytes=page_bytes)
@@ -180,8 +167,12 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
     if existing:
         return _turn_replay(existing, identity=identity, data=data, request_hash=request_hash)
 
-    effective = route_effective(route)
-    scope, knowledge = _turn_knowledge_retrieve(route=route, effective=effective, data=data)
+    # Before the transaction: retrieval may embed the query (network), and holds no row lock.
+    knowledge = turn_knowledge().prepare(
+        access=access,
+        query=_turn_knowledge_query(effective, data),
+        delivery=data.get("knowledge_delivery"),
+    )
     with transaction.atomic():
         conversation = _conversation_get_or_create(
             identity=identity, route=route, key=data["client_conversation_id"]
@@ -212,7 +203,7 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
             if effective["tools"]["agent_direct"]["enabled"]
             else {}
         )
-        profile = workspace_profile(route, identity=identity, providers=providers)
+        profile = workspace_profile(route, identity=identity, effective=effective, providers=providers)
         catalog = catalog_service.route_catalog(
             route=route, identity=identity, effective=effective, providers=providers
         )
@@ -229,21 +220,10 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
             "knowledge_refs": [],
             "governance": profile["profile"]["governance"],
         }
-        if isinstance(knowledge, agent_knowledge.InlineKnowledge):
-            context["knowledge"], context["knowledge_refs"] = knowledge.knowledge, knowledge.refs
-            knowledge_audit = {"status": knowledge.status, "items": len(knowledge.knowledge)}
-        else:
-            # Server-side hints bound to this run, readable once it is context_ready (spec "Search").
-            binding = agent_knowledge.caller_binding(
-                identity=identity, route_key=route.route_key, run_id=run.run_id
-            )
-            context["knowledge_delivery"] = agent_knowledge.knowledge_delivery_build(
-                scope=scope, result=knowledge, binding=binding
-            )
-            knowledge_audit = {
-                "status": knowledge.status,
-                "hints": len(context["knowledge_delivery"]["hints"]),
-            }
+        delivered = knowledge.render(identity=identity, run_id=run.run_id)
+        context["knowledge"], context["knowledge_refs"] = delivered.knowledge, delivered.knowledge_refs
+        if delivered.delivery is not None:
+            context["knowledge_delivery"] = delivered.delivery
         body = _body_bytes(
             {
                 "schema_version": TURN_SCHEMA,
@@ -292,7 +272,7 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
                 "active_tools": len(active_tools),
                 "authorized_tools": catalog.authorized_total,
                 "knowledge_delivery": data.get("knowledge_delivery"),
-                "knowledge": knowledge_audit,
+                "knowledge": delivered.audit,
             },
         )
     return body

@@ -6,7 +6,8 @@ the bounded model-facing texts, :mod:`.projection` gives the agent-visible ``too
 hashes behind capability revisions and execution fingerprints.
 """
 
-from agent_runtime.tools.acc import ACC_SCHEMA, ApprovalConditionError, approval_required_for
+from agent_runtime.tools.acc import ACC_SCHEMA, ApprovalConditionError
+from agent_runtime.tools.approval import approval_required_for
 from agent_runtime.tools.compiler import (
     ApprovalPolicy,
     CompiledTool,

@@ -42,12 +42,9 @@ import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jsonschema import Draft202012Validator
-
-if TYPE_CHECKING:
-    from agent_runtime.tools.compiler import CompiledTool
 
 ACC_VERSION = 1
 RISK_LEVELS = ("low", "medium", "high")
@@ -354,15 +351,20 @@ def _rule_matches(rule: dict[str, Any], arguments: dict[str, Any], input_schema:
     raise ApprovalConditionError("confirm_when_argument_type", param)
 
 
-def approval_required_for(tool: CompiledTool, arguments: Any) -> bool:
-    """Whether this call of ``tool`` with ``arguments`` must be approved before dispatch.
+def approval_rules_match(
+    rules: tuple[dict[str, Any], ...], arguments: Any, input_schema: dict[str, Any]
+) -> list[bool]:
+    """Whether each ``approval.when`` rule matches ``arguments``, in rule order.
 
-    Raises :class:`ApprovalConditionError` when the arguments cannot be evaluated (the caller
-    rejects the call; it must never be read as "no approval needed"). Route-level tightening
-    (``force_approval_tools``) is applied by the caller on top of this answer.
+    Every rule is evaluated (no short-circuit), so an argument a later rule cannot evaluate is always
+    rejected with :class:`ApprovalConditionError`, never hidden by an earlier match.
     """
     if not isinstance(arguments, dict):
         raise ApprovalConditionError("arguments_not_object")
-    # Evaluate every rule (no short-circuit) so an invalid argument is always rejected.
-    matches = [_rule_matches(rule, arguments, tool.input_schema) for rule in tool.approval.when]
-    return tool.risk == "high" or tool.approval.required or any(matches)
+    return [_rule_matches(rule, arguments, input_schema) for rule in rules]
+
+
+def rule_actual(rule: dict[str, Any], arguments: dict[str, Any]) -> Any:
+    """The argument value a rule looked at (``None`` when absent), for an approval snapshot."""
+    value = _value_at_path(arguments, rule["param"])
+    return None if value is _ABSENT else value

@@ -865,6 +865,17 @@ class SpecParseError(ValueError):
     """The text is neither JSON nor YAML describing one object."""
 
 
+def spec_json_key(key: Any) -> str | None:
+    """A YAML mapping key as the JSON key it stands for: unquoted status codes (``200:``) and booleans
+    become strings; any other non-string key is None (not JSON). Inline specs in config files follow
+    the same rule, so a spec means the same whether it is inline or fetched as YAML."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    return key if isinstance(key, str) else None
+
+
 def _yaml_to_json(value: Any, depth: int, budget: list[int]) -> Any:
     """Convert a YAML load to JSON values: integer/boolean keys (``200:``) and dates become strings."""
     budget[0] -= 1
@@ -873,13 +884,10 @@ def _yaml_to_json(value: Any, depth: int, budget: list[int]) -> Any:
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if isinstance(key, bool):
-                key = "true" if key else "false"
-            elif isinstance(key, int):
-                key = str(key)
-            elif not isinstance(key, str):
+            json_key = spec_json_key(key)
+            if json_key is None:
                 raise SpecParseError("object keys must be strings")
-            out[key] = _yaml_to_json(item, depth + 1, budget)
+            out[json_key] = _yaml_to_json(item, depth + 1, budget)
         return out
     if isinstance(value, list):
         return [_yaml_to_json(item, depth + 1, budget) for item in value]

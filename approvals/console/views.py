@@ -12,15 +12,14 @@ from urllib.parse import urlencode
 from django.urls import reverse
 from django.views.generic import DetailView, ListView, TemplateView
 
+from approvals.console.forms import AuditFilterForm
 from bailing.audit.ledger import audit_chain_verify
 from bailing.audit.models import AuditEvent
 from bailing.ui import tables
-from bailing.ui.forms import AuditFilterForm
-from bailing.ui.mixins import ConsoleView
+from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 
 _DATA_PREVIEW_CHARS = 80
-READ_ONLY = ["get", "head", "options"]
 
 
 def _summary(event: AuditEvent) -> str:

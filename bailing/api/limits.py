@@ -30,3 +30,17 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
     if len(encoded) <= max_bytes:
         return text
     return encoded[:max_bytes].decode("utf-8", "ignore")
+
+
+def cut_utf16(text: str, max_units: int) -> tuple[str, bool]:
+    """Longest prefix of ``text`` within ``max_units`` UTF-16 units, never splitting a pair."""
+    if max_units <= 0:
+        return "", bool(text)
+    if len(text) <= max_units // 2 or utf16_length(text) <= max_units:
+        return text, False
+    units = 0
+    for index, char in enumerate(text):
+        units += 2 if ord(char) > 0xFFFF else 1
+        if units > max_units:
+            return text[:index], True
+    return text, False

@@ -1,8 +1,8 @@
-"""Console forms: input parsing for filters and POST actions.
+"""Form helpers every app's console pages use: lists typed as text, UTC datetimes, on/off toggles.
 
-Forms only parse what the operator typed. Rules about what a valid client *is* live in
-``agent_runtime.config.validate_client_config`` (shared with ``bailing_apply``), so the console
-cannot accept a configuration that the config file would reject, or the other way round.
+Forms only parse what the operator typed; rules about what a valid row *is* live with the owning
+app's config validation (shared with ``bailing_apply``), so the console cannot accept a configuration
+that the config file would reject, or the other way round.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ from datetime import UTC
 
 from django import forms
 
-from agent_runtime.models import Client
-
 _SPLIT = re.compile(r"[\s,]+")
-_CONFIG_PATH_FIELD = re.compile(r"^client\.([a-z_]+)")
 
 
 def split_list(value: str) -> list[str]:
@@ -36,112 +33,9 @@ class UTCDateTimeField(forms.DateTimeField):
         return result
 
 
-class ClientCreateForm(forms.Form):
-    app_id = forms.CharField(
-        max_length=64,
-        label="App ID",
-        help_text="Lowercase letters, digits, '-' and '_'; 2–64 characters.",
-        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
-    )
-    name = forms.CharField(max_length=128)
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
-    allowed_routes = forms.CharField(
-        required=False,
-        label="Allowed workspaces",
-        help_text="Route keys separated by commas or spaces; * allows every workspace; empty allows none.",
-    )
-    agent_authorize_url = forms.CharField(
-        required=False,
-        max_length=2048,
-        label="Agent authorize URL",
-        help_text="Business consent page for agent sign-in (https, or http to a loopback host with a port).",
-    )
-    hub_consent = forms.BooleanField(
-        required=False,
-        label="Hub consent",
-        help_text="Let signed-in hub users approve agent sign-ins on the hub's own consent page.",
-    )
-    rate_limit_per_min = forms.IntegerField(
-        min_value=0, initial=60, label="Rate limit per minute", help_text="0 = unlimited."
-    )
+class EnabledForm(forms.Form):
+    """Enable or disable something (a client, a knowledge base): one POSTed choice."""
 
-    def config_data(self) -> dict:
-        """The client as a config file would state it (``validate_client_config`` input)."""
-        data = self.cleaned_data
-        config = {
-            "app_id": data["app_id"],
-            "name": data["name"],
-            "description": data["description"],
-            "enabled": True,
-            "allowed_routes": split_list(data["allowed_routes"]),
-            "allowed_channels": [],
-            "rate_limit_per_min": data["rate_limit_per_min"],
-            "hub_consent": data["hub_consent"],
-        }
-        if data["agent_authorize_url"]:
-            config["agent_authorize_url"] = data["agent_authorize_url"]
-        return config
-
-    def add_config_error(self, path: str, reason: str) -> None:
-        """Attach a ``ConfigError`` to the field it names (``client.allowed_routes[1]`` → allowed_routes)."""
-        match = _CONFIG_PATH_FIELD.match(path or "")
-        field = match.group(1) if match else None
-        if field in self.fields:
-            self.add_error(field, reason)
-        else:
-            self.add_error(None, f"{path}: {reason}" if path else reason)
-
-
-class ClientEnabledForm(forms.Form):
     enabled = forms.TypedChoiceField(
         choices=[("true", "enable"), ("false", "disable")], coerce=lambda v: v == "true"
     )
-
-
-class SessionFilterForm(forms.Form):
-    STATES = [("", "any state"), ("active", "active"), ("expired", "expired"), ("revoked", "revoked")]
-
-    client = forms.ChoiceField(required=False)
-    state = forms.ChoiceField(required=False, choices=STATES)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["client"].choices = [("", "any client")] + [
-            (app_id, app_id) for app_id in Client.objects.order_by("app_id").values_list("app_id", flat=True)
-        ]
-
-
-class AuditFilterForm(forms.Form):
-    actor = forms.CharField(required=False, max_length=200)
-    action = forms.CharField(required=False, max_length=100, help_text="prefix", label="Action (prefix)")
-    client = forms.CharField(required=False, max_length=64)
-    session = forms.UUIDField(required=False, label="Session ID")
-    route = forms.CharField(required=False, max_length=128, label="Workspace")
-    since = UTCDateTimeField(required=False, label="From (UTC)")
-    until = UTCDateTimeField(required=False, label="To (UTC)")
-
-    def clean(self):
-        data = super().clean()
-        since, until = data.get("since"), data.get("until")
-        if since and until and since > until:
-            self.add_error("until", "must not be before From")
-        return data
-
-
-class ConsentForm(forms.Form):
-    """The consent decision. ``routes`` choices are requested ∩ client allowlist, set by the view."""
-
-    authorization_id = forms.UUIDField(widget=forms.HiddenInput)
-    decision = forms.ChoiceField(choices=[("approve", "approve"), ("deny", "deny")])
-    routes = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
-
-    def __init__(self, *args, offered_routes: list[str], **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["routes"].choices = [(route, route) for route in offered_routes]
-        self.fields["routes"].initial = list(offered_routes)
-
-    def clean(self):
-        data = super().clean()
-        if data.get("decision") == "approve" and not data.get("routes"):
-            self.add_error("routes", "Choose at least one workspace, or deny the request.")
-        return data

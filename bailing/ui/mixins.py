@@ -11,6 +11,9 @@ from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.shortcuts import render
 from django.utils.cache import add_never_cache_headers
 
+# ``http_method_names`` of pages that only show data: a POST is a 405, not a silent GET.
+READ_ONLY = ["get", "head", "options"]
+
 
 class ConsolePermissionMixin(PermissionRequiredMixin):
     """Login required, then ``permission_required`` (a string or tuple; ``None`` = any signed-in user).

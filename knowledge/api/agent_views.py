@@ -13,7 +13,7 @@ from typing import Any
 
 from rest_framework.response import Response
 
-from agent_runtime.api.views import AgentApiView, RawStringField
+from agent_runtime.api.base import AgentApiView, RawStringField
 from bailing.api.errors import InvalidRequest
 from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictSerializer, validate_strict
 from knowledge.budget import SEARCH_MAX_RESULTS

@@ -40,7 +40,7 @@ from agent_runtime.models import Route
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.ui import tables
-from bailing.ui.forms import ClientEnabledForm
+from bailing.ui.forms import EnabledForm
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page
 from knowledge import parsing
@@ -496,7 +496,7 @@ class KnowledgeBaseSetEnabledView(ConsoleView, View):
 
     def post(self, request, kb_id):
         kb = kb_or_404(kb_id)
-        form = ClientEnabledForm(request.POST)
+        form = EnabledForm(request.POST)
         if not form.is_valid():
             return error_page(
                 request, status=400, title="Invalid request", detail="Choose enable or disable."

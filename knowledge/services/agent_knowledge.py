@@ -59,13 +59,12 @@ from typing import Any
 
 from django.db import DatabaseError, connection, transaction
 
-from agent_runtime.config import route_effective
+from agent_runtime.errors import RunNotFound
 from agent_runtime.identity import AgentIdentity
-from agent_runtime.memory import cut_utf16
 from agent_runtime.models import AgentRun, Route
-from agent_runtime.runtime_errors import RunNotFound
+from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
-from agent_runtime.services.workspaces import workspace_resolve
+from bailing.api.limits import cut_utf16
 from bailing.api.timefmt import utc_iso
 from bailing.audit.ledger import audit_record
 from knowledge.budget import (
@@ -181,8 +180,9 @@ def agent_knowledge_capabilities_get(*, identity: AgentIdentity, route_key: str)
     ``enabled`` is true when at least one configured knowledge base is enabled: a workspace without
     one still supports the protocol (searches answer ``disabled``).
     """
-    route = workspace_resolve(identity=identity, route_key=route_key)
-    scope = knowledge_scope(route=route)
+    access = route_for_identity(identity=identity, route_key=route_key)
+    route = access.route
+    scope = knowledge_scope(route=route, effective=access.effective)
     return {
         "schema_version": CAPABILITIES_SCHEMA,
         "protocol": PROTOCOL,
@@ -299,11 +299,12 @@ def agent_knowledge_search(
     ``invalid_request`` for a malformed ``run_id`` and 404 ``run_not_found`` for a run that is not
     current. Retrieval failures are a status (``partial`` / ``unavailable``), never an empty ``ok``.
     """
-    route = workspace_resolve(identity=identity, route_key=route_key)
+    access = route_for_identity(identity=identity, route_key=route_key)
+    route = access.route
     run = _run_parse(run_id)
     _run_require(identity=identity, route=route, run_id=run)
     limit = SEARCH_MAX_RESULTS if limit is None else limit
-    scope = knowledge_scope(route=route)
+    scope = knowledge_scope(route=route, effective=access.effective)
     result = knowledge_hints_search(scope=scope, query=query, limit=limit)
     binding = caller_binding(identity=identity, route_key=route.route_key, run_id=run)
     hints = knowledge_hints_build(scope=scope, result=result, limit=limit, binding=binding, now=now)
@@ -344,7 +345,7 @@ class _ReadState:
     document: dict[str, Any] | None  # kb_id (pk), source_key, title, content, revision, status
 
 
-def _read_state(*, route: Route, document_id: int) -> _ReadState:
+def _read_state(*, route: Route, effective: dict[str, Any], document_id: int) -> _ReadState:
     """The current scope and the referenced document, read in one bounded, always-rolled-back
     transaction (savepoint). Any database failure is 503 ``knowledge_unavailable``: the log names
     the error class only, never SQL or content."""
@@ -354,7 +355,7 @@ def _read_state(*, route: Route, document_id: int) -> _ReadState:
                 "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
                 [str(READ_LOCK_TIMEOUT_MS), str(READ_STATEMENT_TIMEOUT_MS)],
             )
-            scope = knowledge_scope(route=route, effective=route_effective(route))
+            scope = knowledge_scope(route=route, effective=effective)
             document = (
                 Document.objects.filter(pk=document_id)
                 .values("kb_id", "source_key", "title", "content", "revision", "status")
@@ -393,7 +394,8 @@ def agent_knowledge_read(
     the document's knowledge base (409 ``knowledge_scope_changed``) → the document exists, is ready
     and has the referenced revision (409 ``knowledge_changed``) → cursor (400/410) → page.
     """
-    route = workspace_resolve(identity=identity, route_key=route_key)
+    access = route_for_identity(identity=identity, route_key=route_key)
+    route = access.route
     run = _run_parse(run_id)
     claims = reference_open(ref, now=now)
     binding = caller_binding(identity=identity, route_key=route.route_key, run_id=run)
@@ -401,7 +403,7 @@ def agent_knowledge_read(
         raise KnowledgeReferenceInvalid()
     _run_require(identity=identity, route=route, run_id=run)
 
-    state = _read_state(route=route, document_id=claims.document_id)
+    state = _read_state(route=route, effective=access.effective, document_id=claims.document_id)
     reference_check_access(claims, binding=binding, scope_revision=state.scope.revision)
     document = state.document
     if document is not None and document["kb_id"] not in {kb.pk for kb in state.scope.bases}:

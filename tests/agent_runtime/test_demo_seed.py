@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from agent_runtime.models import Client, Route
-from agent_runtime.services.workspaces import workspace_profile
+from agent_runtime.selectors.workspaces import workspace_profile
 from knowledge.models import Document, KnowledgeBase
 
 pytestmark = pytest.mark.django_db

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_runtime.memory import cut_utf16
 from agent_runtime.models import Route, VisibleMessage
+from bailing.api.limits import cut_utf16
 from tests.factories import AgentSessionFactory, RouteFactory
 from tests.support.runtime import completion_body, post_complete, post_turn, turn_body
 

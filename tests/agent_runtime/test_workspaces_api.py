@@ -152,7 +152,15 @@ def test_bootstrap_has_exactly_the_seed_shape_and_defaults(api_client, session):
         "summary_enabled": False,
         "summary_max_chars": 1200,
     }
-    assert profile["knowledge"] == {"enabled": False, "sources": 0}
+    # All six fields of the seed's shape, also without knowledge: clients read one stable schema.
+    assert profile["knowledge"] == {
+        "enabled": False,
+        "sources": 0,
+        "mode": "chunk",
+        "top_k": 5,
+        "max_docs": 4,
+        "page_boost": False,
+    }
     assert profile["governance"] == {
         "planner": "local_agent",
         "execution": "bailinghub_governed",

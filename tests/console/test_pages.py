@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agent_runtime.models import AgentAuthorization, AgentSession, Client
+from agent_runtime.selectors.workspaces import workspace_profile
 from agent_runtime.services.agent_auth import token_exchange_code
-from agent_runtime.services.workspaces import workspace_profile
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 from bailing.audit.models import AuditEvent

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agent_runtime.config import ConfigError, validate_knowledge_base_config
+from agent_runtime.config import ConfigError
 from agent_runtime.models import Route
 from agent_runtime.services.config_apply import config_apply
 from bailing.audit.actor import Actor
+from knowledge.config import validate_knowledge_base_config
 from knowledge.models import Chunk, Document, KnowledgeBase, KnowledgeBaseStats, Posting
 from knowledge.selectors.scope import knowledge_scope
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled

@@ -33,7 +33,6 @@ from django.test import Client as DjangoClient
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agent_runtime.config import validate_knowledge_base_config
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentSession, Client, Route, ToolProvider
 from agent_runtime.selectors.catalog import route_catalog
@@ -41,6 +40,7 @@ from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
 from bailing.audit.actor import Actor
+from knowledge.config import validate_knowledge_base_config
 from knowledge.models import KnowledgeBase
 from knowledge.services.agent_knowledge import agent_knowledge_search
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert

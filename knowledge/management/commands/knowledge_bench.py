@@ -49,8 +49,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 from tqdm import tqdm
 
-from agent_runtime.config import FUSION_DEFAULTS, KNOWLEDGE_DEFAULTS, validate_knowledge_base_config
+from agent_runtime.config import FUSION_DEFAULTS, KNOWLEDGE_DEFAULTS
 from bailing.audit.actor import Actor
+from knowledge.config import validate_knowledge_base_config
 from knowledge.lexical import lexical_document, lexical_query
 from knowledge.models import Document, KnowledgeBase
 from knowledge.selectors.search import (

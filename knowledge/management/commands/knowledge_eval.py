@@ -36,8 +36,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from agent_runtime.config import FUSION_DEFAULTS, validate_knowledge_base_config
+from agent_runtime.config import FUSION_DEFAULTS
 from bailing.audit.actor import Actor
+from knowledge.config import validate_knowledge_base_config
 from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, KnowledgeBase
 from knowledge.selectors.search import (
     BM25_B,

@@ -1,0 +1,50 @@
+"""What every agent API view builds on: the Agent bearer, strict query strings, raw route keys.
+
+Public to the apps above the runtime (knowledge's agent endpoints, the MCP surface): their agent
+endpoints authenticate and parse exactly like the runtime's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.views import APIView
+
+from agent_runtime.api.authentication import AgentBearerAuthentication
+from agent_runtime.identity import AgentIdentity
+from bailing.api.errors import InvalidRequest
+from bailing.api.serializers import StrictSerializer, validate_strict
+
+
+class AgentApiView(APIView):
+    """Base for every agent endpoint: Agent bearer, revalidated on each request."""
+
+    authentication_classes = [AgentBearerAuthentication]
+
+    @property
+    def identity(self) -> AgentIdentity:
+        return self.request.auth
+
+
+class RawStringField(serializers.Field):
+    """Any string, passed on unchanged: the route gate judges route keys (400 ``invalid_route``)."""
+
+    default_error_messages = {"type": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("type")
+        return data
+
+
+def query_params(request, serializer_class: type[StrictSerializer]) -> dict[str, Any]:
+    """The query string validated like a body: unknown or repeated parameters are 400 ``invalid_request``
+    naming the parameter, never ignored (a misspelt ``capability_revision`` must not read as absent)."""
+    params = {}
+    for key in request.query_params:
+        values = request.query_params.getlist(key)
+        if len(values) != 1:
+            raise InvalidRequest(field=key)
+        params[key] = values[0]
+    return validate_strict(serializer_class, params)

@@ -1,0 +1,63 @@
+"""Knowledge for agent turns: the knowledge app's side of the runtime's turn-knowledge port.
+
+Legacy turns get inline ``knowledge``/``knowledge_refs`` (chunk or doc mode); an ``on_demand`` turn
+gets ``context.knowledge_delivery`` with hints bound to the turn's run (docs/protocol.md "Knowledge in
+turns"). Retrieval happens in :meth:`TurnKnowledgeService.prepare`, before the turn's transaction;
+:meth:`PreparedKnowledge.render` only signs and fits, once the run id exists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from agent_runtime.identity import AgentIdentity
+from agent_runtime.ports import TurnKnowledgeContext
+from agent_runtime.selectors.routes import WorkspaceAccess
+from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
+from knowledge.selectors.search import SearchResult
+from knowledge.services import agent_knowledge
+
+
+@dataclass(frozen=True)
+class PreparedKnowledge:
+    """What :meth:`TurnKnowledgeService.prepare` retrieved for one turn."""
+
+    route_key: str
+    scope: KnowledgeScope
+    inline: agent_knowledge.InlineKnowledge | None = None
+    hints: SearchResult | None = None
+
+    def render(self, *, identity: AgentIdentity, run_id: uuid.UUID) -> TurnKnowledgeContext:
+        if self.inline is not None:
+            return TurnKnowledgeContext(
+                knowledge=self.inline.knowledge,
+                knowledge_refs=self.inline.refs,
+                audit={"status": self.inline.status, "items": len(self.inline.knowledge)},
+            )
+        # Server-side hints bound to this run, readable once it is context_ready.
+        binding = agent_knowledge.caller_binding(identity=identity, route_key=self.route_key, run_id=run_id)
+        delivery = agent_knowledge.knowledge_delivery_build(
+            scope=self.scope, result=self.hints, binding=binding
+        )
+        return TurnKnowledgeContext(
+            delivery=delivery, audit={"status": self.hints.status, "hints": len(delivery["hints"])}
+        )
+
+
+class TurnKnowledgeService:
+    """Registered with ``agent_runtime.ports`` by ``knowledge.apps``."""
+
+    def prepare(self, *, access: WorkspaceAccess, query: str, delivery: str | None) -> PreparedKnowledge:
+        scope = knowledge_scope(route=access.route, effective=access.effective)
+        if delivery == "on_demand":
+            return PreparedKnowledge(
+                route_key=access.route_key,
+                scope=scope,
+                hints=agent_knowledge.knowledge_hints_search(scope=scope, query=query),
+            )
+        return PreparedKnowledge(
+            route_key=access.route_key,
+            scope=scope,
+            inline=agent_knowledge.knowledge_inline_build(scope=scope, query=query),
+        )

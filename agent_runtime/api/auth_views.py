@@ -18,7 +18,20 @@ from agent_runtime.api.authentication import AgentBearerAuthentication, ClientTo
 from agent_runtime.errors import UnsupportedGrantType
 from agent_runtime.models import AgentAuthorization, AgentSession
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS, RESOURCE_NAME
-from agent_runtime.services import agent_auth
+from agent_runtime.services.agent_auth.authorizations import (
+    authorization_approve,
+    authorization_create,
+    authorization_deny,
+    authorization_effective_status,
+    authorization_get_for_client,
+    subject_display_view,
+)
+from agent_runtime.services.agent_auth.sessions import (
+    session_get_for_client,
+    session_revoke,
+    session_revoke_self,
+)
+from agent_runtime.services.agent_auth.tokens import token_exchange_code, token_refresh
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, looks_like
 from agent_runtime.validation import loopback_redirect_problem
 from bailing.api.authentication import bearer_token
@@ -93,7 +106,7 @@ class AuthorizationCreateApi(APIView):
 
     def post(self, request):
         data = validate_strict(self.InputSerializer, request.data)
-        authorization, url = agent_auth.authorization_create(
+        authorization, url = authorization_create(
             client_app_id=data["client_app_id"],
             redirect_uri=data["redirect_uri"],
             state=data["state"],
@@ -146,7 +159,7 @@ class TokenApi(APIView):
             raise InvalidRequest(field="grant_type")
         if grant_type == "authorization_code":
             data = validate_strict(self.CodeInputSerializer, body)
-            result = agent_auth.token_exchange_code(
+            result = token_exchange_code(
                 client_app_id=data["client_app_id"],
                 code=data["code"],
                 redirect_uri=data["redirect_uri"],
@@ -154,9 +167,7 @@ class TokenApi(APIView):
             )
         elif grant_type == "refresh_token":
             data = validate_strict(self.RefreshInputSerializer, body)
-            result = agent_auth.token_refresh(
-                client_app_id=data["client_app_id"], refresh_token=data["refresh_token"]
-            )
+            result = token_refresh(client_app_id=data["client_app_id"], refresh_token=data["refresh_token"])
         else:
             raise UnsupportedGrantType()
         return Response(result)
@@ -188,7 +199,7 @@ class RevokeApi(APIView):
             raise InvalidRequest(field="refresh_token")
         if token is None and ("client_app_id" not in data or refresh_token is None):
             raise InvalidRequest(field="client_app_id" if "client_app_id" not in data else "refresh_token")
-        agent_auth.session_revoke_self(
+        session_revoke_self(
             access_token=token, client_app_id=data.get("client_app_id"), refresh_token=refresh_token
         )
         return Response({"revoked": True})
@@ -204,7 +215,7 @@ def session_public_view(session: AgentSession) -> dict:
         "session_id": str(session.id),
         "client_app_id": session.client.app_id,
         "device_label": session.device_label,
-        **agent_auth.subject_display_view(session.subject_display),
+        **subject_display_view(session.subject_display),
         "principal": session.principal,
         "on_behalf_of": session.on_behalf_of,
         "allowed_routes": session.allowed_routes,
@@ -234,7 +245,7 @@ def authorization_context_view(authorization: AgentAuthorization) -> dict:
         "client": {"app_id": authorization.client.app_id, "name": authorization.client.name},
         "device": {"name": authorization.device_label},
         "requested_routes": authorization.requested_routes,
-        "status": agent_auth.authorization_effective_status(authorization),
+        "status": authorization_effective_status(authorization),
         "expires_at": utc_iso(authorization.expires_at),
     }
     if authorization.status == AgentAuthorization.Status.CONSUMED:
@@ -244,7 +255,7 @@ def authorization_context_view(authorization: AgentAuthorization) -> dict:
                 "session_id": str(session.id),
                 "state": session.state,
                 "expires_at": utc_iso(session.refresh_expires_at),
-                **agent_auth.subject_display_view(session.subject_display),
+                **subject_display_view(session.subject_display),
                 **({"revoked_at": utc_iso(session.revoked_at)} if session.revoked_at else {}),
             }
             if session is not None
@@ -259,9 +270,7 @@ class AuthorizationDetailApi(APIView):
     authentication_classes = [ClientTokenAuthentication]
 
     def get(self, request, authorization_id: str):
-        authorization = agent_auth.authorization_get_for_client(
-            client=request.auth, authorization_id=authorization_id
-        )
+        authorization = authorization_get_for_client(client=request.auth, authorization_id=authorization_id)
         return Response(authorization_context_view(authorization))
 
 
@@ -300,7 +309,7 @@ class AuthorizationApproveApi(APIView):
 
     def post(self, request, authorization_id: str):
         data = validate_strict(self.InputSerializer, request.data)
-        redirect_uri = agent_auth.authorization_approve(
+        redirect_uri = authorization_approve(
             authorization_id=authorization_id,
             client=request.auth,
             principal=data["principal"],
@@ -320,7 +329,7 @@ class AuthorizationDenyApi(APIView):
 
     def post(self, request, authorization_id: str):
         validate_strict(EmptyInput, request.data)
-        redirect_uri = agent_auth.authorization_deny(
+        redirect_uri = authorization_deny(
             authorization_id=authorization_id, client=request.auth, actor=_client_actor(request.auth)
         )
         return Response({"redirect_uri": redirect_uri})
@@ -334,8 +343,6 @@ class SessionRevokeApi(APIView):
 
     def post(self, request, session_id: str):
         validate_strict(EmptyInput, request.data)
-        session = agent_auth.session_get_for_client(client=request.auth, session_id=session_id)
-        agent_auth.session_revoke(
-            session=session, actor=_client_actor(request.auth), reason="business_revoked"
-        )
+        session = session_get_for_client(client=request.auth, session_id=session_id)
+        session_revoke(session=session, actor=_client_actor(request.auth), reason="business_revoked")
         return Response({"revoked": True})

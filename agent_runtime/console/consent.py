@@ -15,7 +15,7 @@ from django.views import View
 from agent_runtime.console.forms import ConsentForm
 from agent_runtime.errors import AuthorizationExpired, InvalidState
 from agent_runtime.models import AgentAuthorization
-from agent_runtime.services.agent_auth import (
+from agent_runtime.services.agent_auth.authorizations import (
     authorization_approve,
     authorization_deny,
     authorization_effective_status,

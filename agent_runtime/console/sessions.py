@@ -14,7 +14,7 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.console.forms import SessionFilterForm
 from agent_runtime.models import AgentSession
-from agent_runtime.services.agent_auth import session_revoke
+from agent_runtime.services.agent_auth.sessions import session_revoke
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.mixins import ConsoleView

@@ -21,19 +21,16 @@ from agent_runtime.errors import (
     RouteNotAllowed,
 )
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession
-from agent_runtime.services.agent_auth import (
+from agent_runtime.services.agent_auth.authorizations import (
     authorization_approve,
     authorization_create,
     authorization_deny,
     authorization_effective_status,
     authorization_get_for_client,
     authorization_get_for_hub_consent,
-    pkce_s256,
-    session_revoke,
-    session_revoke_self,
-    token_exchange_code,
-    token_refresh,
 )
+from agent_runtime.services.agent_auth.sessions import session_revoke, session_revoke_self
+from agent_runtime.services.agent_auth.tokens import pkce_s256, token_exchange_code, token_refresh
 from agent_runtime.tokens import secret_hash
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
 from bailing.audit.actor import Actor
@@ -527,7 +524,7 @@ def test_code_expiry_follows_the_clock(business):
 def test_the_pkce_check_is_a_constant_time_comparison(business, monkeypatch):
     # Secrets are otherwise found by digest through a unique index; the PKCE challenge is the one
     # value compared in Python, and it must not be compared with ``==``.
-    from agent_runtime.services import agent_auth as service
+    from agent_runtime.services.agent_auth import tokens as service
     from bailing.api import hashing
 
     compared = []

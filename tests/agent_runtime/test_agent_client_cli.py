@@ -13,7 +13,7 @@ import pytest
 
 from agent_client import AgentAuthError, ReferenceAgentClient, browser_visit, main
 from agent_runtime.models import AgentAuthorization
-from agent_runtime.services.agent_auth import authorization_approve
+from agent_runtime.services.agent_auth.authorizations import authorization_approve
 from bailing.audit.actor import Actor
 from tests.factories import (
     AgentSessionFactory,

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, transaction
 from rest_framework.test import APIClient
 
-from agent_runtime.services import agent_auth
+from agent_runtime.api import auth_views
 from bailing.api.renderers import CompactJSONRenderer
 from bailing.log import RedactingFormatter
 from tests.factories import AgentSessionFactory, ClientFactory
@@ -68,7 +68,7 @@ def test_a_500_in_a_view_logs_the_exception_type_only(written, monkeypatch):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SELECT %s::integer", [refresh_token])
 
-    monkeypatch.setattr(agent_auth, "token_refresh", failing_refresh)
+    monkeypatch.setattr(auth_views, "token_refresh", failing_refresh)
     ClientFactory(app_id="shop")
     response = APIClient(raise_request_exception=False).post(
         "/agent-auth/v1/token", refresh_body(), format="json"

@@ -18,7 +18,7 @@ from playwright.sync_api import sync_playwright
 
 from agent_client import pkce_pair
 from agent_runtime.models import AgentAuthorization
-from agent_runtime.services.agent_auth import authorization_create
+from agent_runtime.services.agent_auth.authorizations import authorization_create
 from bailing.roles import roles_sync
 from tests.factories import ClientFactory, RouteFactory, UserFactory
 

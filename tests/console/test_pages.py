@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agent_runtime.models import AgentAuthorization, AgentSession, Client
 from agent_runtime.selectors.workspaces import workspace_profile
-from agent_runtime.services.agent_auth import token_exchange_code
+from agent_runtime.services.agent_auth.tokens import token_exchange_code
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 from bailing.audit.models import AuditEvent
@@ -734,7 +734,7 @@ def test_list_pages_do_not_query_per_row(admin_http, django_assert_max_num_queri
 def test_consent_refuses_a_username_longer_than_a_principal_id(client, console_roles):
     from agent_client import pkce_pair
     from agent_runtime.models import AgentAuthorization
-    from agent_runtime.services.agent_auth import authorization_create
+    from agent_runtime.services.agent_auth.authorizations import authorization_create
     from tests.factories import ClientFactory, RouteFactory, UserFactory
 
     ClientFactory(app_id="long-agent", allowed_routes=["orders"])

@@ -1,23 +1,14 @@
-"""Agent Auth v1: browser authorization with PKCE, one-time codes, sessions and refresh rotation.
+"""Agent Auth v1 authorizations: create, read for the consent page, approve, deny, expire.
 
-The flow (research §B.1): a local agent creates an authorization, a consent page (the business
-system's, or the hub's own for hub-consent clients) approves or denies it, the agent exchanges the
-one-time code with its PKCE verifier for an access/refresh token pair, and rotates the refresh
-token until the session's absolute lifetime ends. Every secret is stored only as a SHA-256 digest.
-
-Lock order, everywhere in this module: authorization row → session row → the session's refresh
-tokens → audit chain (taken last by ``audit_record``). Errors that must leave a trace (an expired
-authorization flipped to ``expired``, a session revoked after refresh-token replay) are raised only
-after their transaction has committed, so the error response cannot roll the change back.
+A local agent creates an authorization; a consent page (the business system's, or the hub's own
+for hub-consent clients) approves or denies it. Lock order: authorization row → session row →
+audit chain.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import ipaddress
 import math
-import re
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -31,45 +22,25 @@ from agent_runtime.errors import (
     AgentAuthorizeUrlInvalid,
     AuthorizationExpired,
     InvalidClient,
-    InvalidGrant,
     InvalidState,
     RouteNotAllowed,
 )
-from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession, Client
+from agent_runtime.models import AgentAuthorization, Client
+from agent_runtime.services.agent_auth.common import uuid_or_404
 from agent_runtime.tokens import (
-    ACCESS_TOKEN_PREFIX,
     AUTH_CODE_PREFIX,
-    REFRESH_TOKEN_PREFIX,
-    looks_like,
     new_secret,
     secret_hash,
 )
-from agent_runtime.validation import authorize_url_problem, loopback_redirect_problem
+from agent_runtime.validation import authorize_url_problem
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
-from bailing.api.hashing import constant_time_equals
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 
-PKCE_VERIFIER_RE = re.compile(r"[A-Za-z0-9._~-]{43,128}")
 # Namespace of the creation-throttle advisory locks (two-int4 key space, disjoint from the audit
 # chain's single-bigint key).
 _THROTTLE_LOCK_NAMESPACE = 0x62684341  # "bhCA"
-
-# Who revoked a session, as the audit ledger and ``AgentSession.revoked_by`` record it.
-_REVOKED_BY = {"agent": "agent", "client": "business", "user": "admin", "system": "system"}
-
-
-# --- helpers --------------------------------------------------------------------------------------------
-
-
-def _parse_uuid(value: Any) -> uuid.UUID:
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        raise NotFound() from None
 
 
 def _normalized_ip(ip: str | None) -> str | None:
@@ -79,12 +50,6 @@ def _normalized_ip(ip: str | None) -> str | None:
         return str(ipaddress.ip_address(ip))
     except ValueError:
         return None
-
-
-def pkce_s256(verifier: str) -> str:
-    """RFC 7636 S256: base64url(sha256(ascii verifier)) without padding."""
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def _with_query(url: str, *, drop: set[str], add: list[tuple[str, str]]) -> str:
@@ -121,15 +86,6 @@ def _authorization_url(client: Client, authorization_id: uuid.UUID) -> str:
     )
 
 
-def _client_usable_for_agents(client: Client | None) -> bool:
-    return (
-        client is not None
-        and client.enabled
-        and client.is_agent_client
-        and (not client.agent_authorize_url or authorize_url_problem(client.agent_authorize_url) is None)
-    )
-
-
 def subject_display_view(value: Any) -> dict[str, Any]:
     """``subject_display`` + ``subject_display_status`` as upstream Core 0.7 returns them."""
     if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"]:
@@ -154,9 +110,6 @@ def _principal_record(principal: dict) -> dict:
         if principal.get(key):
             record[key] = principal[key]
     return record
-
-
-# --- authorizations -------------------------------------------------------------------------------------
 
 
 def authorization_create(
@@ -250,7 +203,7 @@ def authorization_get_for_client(*, client: Client, authorization_id) -> AgentAu
 
     Another client's authorization is indistinguishable from an unknown one.
     """
-    pk = _parse_uuid(authorization_id)
+    pk = uuid_or_404(authorization_id)
     authorization = (
         AgentAuthorization.objects.select_related("client", "session").filter(pk=pk, client=client).first()
     )
@@ -262,7 +215,7 @@ def authorization_get_for_client(*, client: Client, authorization_id) -> AgentAu
 def authorization_get_for_hub_consent(*, authorization_id) -> AgentAuthorization:
     """An authorization that the hub's own consent page may show: its client is enabled and uses
     hub consent (and has no business consent page, which would own the decision instead)."""
-    pk = _parse_uuid(authorization_id)
+    pk = uuid_or_404(authorization_id)
     authorization = AgentAuthorization.objects.select_related("client", "session").filter(pk=pk).first()
     if (
         authorization is None
@@ -275,7 +228,7 @@ def authorization_get_for_hub_consent(*, authorization_id) -> AgentAuthorization
 
 def _lock_authorization_for_decision(*, authorization_id, client: Client | None) -> AgentAuthorization:
     """Lock the authorization and check who may decide it (must run inside a transaction)."""
-    pk = _parse_uuid(authorization_id)
+    pk = uuid_or_404(authorization_id)
     authorization = (
         AgentAuthorization.objects.select_for_update(of=("self",))
         .select_related("client")
@@ -427,248 +380,3 @@ def authorization_deny(*, authorization_id, client: Client | None, actor: Actor)
         drop={"code", "error", "state"},
         add=[("error", "access_denied"), ("state", authorization.state_value)],
     )
-
-
-# --- tokens ---------------------------------------------------------------------------------------------
-
-
-def _token_response(session: AgentSession, *, access_token: str, refresh_token: str, now) -> dict:
-    refresh_left = int((session.refresh_expires_at - now).total_seconds())
-    return {
-        "token_type": "Bearer",
-        "access_token": access_token,
-        "expires_in": settings.AGENT_AUTH_ACCESS_TTL,
-        "refresh_token": refresh_token,
-        "refresh_expires_in": max(0, refresh_left),
-        "session_id": str(session.id),
-        "client_app_id": session.client.app_id,
-        **subject_display_view(session.subject_display),
-    }
-
-
-def _token_client(client_app_id: str) -> Client:
-    client = Client.objects.filter(app_id=client_app_id).first() if isinstance(client_app_id, str) else None
-    if not _client_usable_for_agents(client):
-        raise InvalidGrant()
-    return client
-
-
-def token_exchange_code(*, client_app_id: str, code: str, redirect_uri: str, code_verifier: str) -> dict:
-    """Exchange an approved one-time code for the session's first token pair.
-
-    The code must belong to the same client and redirect URI, be unexpired and match the PKCE
-    challenge. Under the authorization's row lock the session and its first refresh token are
-    created and the authorization flips to ``consumed``, so a code works exactly once even when
-    presented concurrently. Every failure is the same ``invalid_grant``.
-    """
-    if (
-        not looks_like(code, AUTH_CODE_PREFIX)
-        or not isinstance(code_verifier, str)
-        or not PKCE_VERIFIER_RE.fullmatch(code_verifier)
-        or not isinstance(redirect_uri, str)
-        or loopback_redirect_problem(redirect_uri) is not None
-    ):
-        raise InvalidGrant()
-    client = _token_client(client_app_id)
-    access_token = new_secret(ACCESS_TOKEN_PREFIX)
-    refresh_token = new_secret(REFRESH_TOKEN_PREFIX)
-    with transaction.atomic():
-        authorization = (
-            AgentAuthorization.objects.select_for_update().filter(code_hash=secret_hash(code)).first()
-        )
-        now = timezone.now()
-        if (
-            authorization is None
-            or authorization.client_id != client.pk
-            or authorization.status != AgentAuthorization.Status.APPROVED
-            or authorization.code_expires_at is None
-            or authorization.code_expires_at <= now
-            or authorization.redirect_uri != redirect_uri
-            or not constant_time_equals(pkce_s256(code_verifier), authorization.code_challenge)
-        ):
-            raise InvalidGrant()
-        refresh_expires_at = now + timedelta(seconds=settings.AGENT_AUTH_REFRESH_TTL)
-        session = AgentSession.objects.create(
-            client=client,
-            device_label=authorization.device_label,
-            principal=authorization.principal or {},
-            on_behalf_of=authorization.on_behalf_of,
-            allowed_routes=list(authorization.allowed_routes or []),
-            subject_display=authorization.subject_display,
-            access_token_hash=secret_hash(access_token),
-            access_expires_at=now + timedelta(seconds=settings.AGENT_AUTH_ACCESS_TTL),
-            refresh_expires_at=refresh_expires_at,
-            created_at=now,
-        )
-        AgentRefreshToken.objects.create(
-            token_hash=secret_hash(refresh_token),
-            session=session,
-            created_at=now,
-            expires_at=refresh_expires_at,
-        )
-        authorization.status = AgentAuthorization.Status.CONSUMED
-        authorization.consumed_at = now
-        authorization.session = session
-        authorization.save(update_fields=["status", "consumed_at", "session"])
-        audit_record(
-            action="agent_auth.token.issued",
-            actor=Actor.agent(session_id=session.id, client_app_id=client.app_id),
-            target_type="agent_session",
-            target_id=str(session.id),
-            data={"authorization_id": str(authorization.id), "allowed_routes": session.allowed_routes},
-        )
-    return _token_response(session, access_token=access_token, refresh_token=refresh_token, now=now)
-
-
-def token_refresh(*, client_app_id: str, refresh_token: str) -> dict:
-    """Rotate a refresh token: new access token (the old one stops working at once), new refresh
-    token, old refresh token ``used``. ``refresh_expires_at`` never moves (absolute lifetime).
-
-    Presenting a refresh token that is no longer ``active`` is treated as theft (research H27):
-    the whole session is revoked, the presented token marked ``replayed`` and its active sibling
-    ``revoked``. That revocation commits before ``invalid_grant`` is raised. Two concurrent
-    refreshes with the same token therefore end with one success and one replay, which revokes
-    the session: a well-behaved agent serialises its own refreshes.
-    """
-    if not looks_like(refresh_token, REFRESH_TOKEN_PREFIX):
-        raise InvalidGrant()
-    client = _token_client(client_app_id)
-    token_hash = secret_hash(refresh_token)
-    located = (
-        AgentRefreshToken.objects.filter(token_hash=token_hash).values_list("session_id", flat=True).first()
-    )
-    if located is None:
-        raise InvalidGrant()
-    access_token = new_secret(ACCESS_TOKEN_PREFIX)
-    next_refresh = new_secret(REFRESH_TOKEN_PREFIX)
-    replayed = False
-    with transaction.atomic():
-        session = (
-            AgentSession.objects.select_for_update(of=("self",))
-            .select_related("client")
-            .filter(pk=located)
-            .first()
-        )
-        token = AgentRefreshToken.objects.select_for_update().filter(token_hash=token_hash).first()
-        now = timezone.now()
-        if session is None or token is None or session.client_id != client.pk:
-            raise InvalidGrant()
-        if session.revoked_at is not None or session.refresh_expires_at <= now or token.expires_at <= now:
-            raise InvalidGrant()
-        if token.status != AgentRefreshToken.Status.ACTIVE:
-            token.status = AgentRefreshToken.Status.REPLAYED
-            token.save(update_fields=["status"])
-            audit_record(
-                action="agent_auth.refresh.replayed",
-                actor=Actor.agent(session_id=session.id, client_app_id=client.app_id),
-                target_type="agent_session",
-                target_id=str(session.id),
-            )
-            _revoke_locked(
-                session, by="refresh_replay", reason="refresh_replay", actor=Actor("agent", str(session.id))
-            )
-            replayed = True
-        else:
-            token.status = AgentRefreshToken.Status.USED
-            token.used_at = now
-            token.save(update_fields=["status", "used_at"])
-            AgentRefreshToken.objects.create(
-                token_hash=secret_hash(next_refresh),
-                session=session,
-                created_at=now,
-                expires_at=session.refresh_expires_at,
-            )
-            session.access_token_hash = secret_hash(access_token)
-            session.access_expires_at = now + timedelta(seconds=settings.AGENT_AUTH_ACCESS_TTL)
-            session.save(update_fields=["access_token_hash", "access_expires_at", "updated_at"])
-            audit_record(
-                action="agent_auth.token.refreshed",
-                actor=Actor.agent(session_id=session.id, client_app_id=client.app_id),
-                target_type="agent_session",
-                target_id=str(session.id),
-            )
-    if replayed:
-        raise InvalidGrant()
-    return _token_response(session, access_token=access_token, refresh_token=next_refresh, now=now)
-
-
-# --- sessions -------------------------------------------------------------------------------------------
-
-
-def _revoke_locked(session: AgentSession, *, by: str, reason: str, actor: Actor) -> bool:
-    """Revoke a session whose row the caller holds locked. False if it was already revoked."""
-    if session.revoked_at is not None:
-        return False
-    now = timezone.now()
-    session.revoked_at = now
-    session.revoked_by = f"{by}:{actor.name}"[:200]
-    session.revoke_reason = reason[:64]
-    # Clearing the hash makes the current access token unusable even before revoked_at is checked.
-    session.access_token_hash = None
-    session.save(
-        update_fields=["revoked_at", "revoked_by", "revoke_reason", "access_token_hash", "updated_at"]
-    )
-    AgentRefreshToken.objects.filter(session=session, status=AgentRefreshToken.Status.ACTIVE).update(
-        status=AgentRefreshToken.Status.REVOKED
-    )
-    audit_record(
-        action="agent_auth.session.revoked",
-        actor=actor,
-        client_app_id=session.client.app_id,
-        session_id=session.id,
-        target_type="agent_session",
-        target_id=str(session.id),
-        data={"by": by, "reason": reason},
-    )
-    return True
-
-
-def session_revoke(*, session: AgentSession, actor: Actor, reason: str) -> bool:
-    """Revoke ``session``: it stops working at once (access hash cleared, active refresh tokens
-    revoked). Idempotent: returns False if it was already revoked, and audits only the first time.
-    """
-    with transaction.atomic():
-        locked = (
-            AgentSession.objects.select_for_update(of=("self",)).select_related("client").get(pk=session.pk)
-        )
-        revoked = _revoke_locked(
-            locked, by=_REVOKED_BY.get(actor.type, actor.type), reason=reason, actor=actor
-        )
-    session.refresh_from_db()
-    return revoked
-
-
-def session_revoke_self(
-    *, access_token: str | None = None, client_app_id: str | None = None, refresh_token: str | None = None
-) -> None:
-    """An agent's own logout (``POST /revoke``): by its access token and/or its refresh token.
-
-    Unknown credentials are not an error: the answer is the same whether or not anything was
-    revoked, so the endpoint cannot be used to probe which tokens exist, and an agent whose
-    session already died can still log out cleanly. A refresh token of any status identifies its
-    session (an agent that lost a rotation race still means to end its login).
-    """
-    sessions: list[AgentSession] = []
-    if access_token and looks_like(access_token, ACCESS_TOKEN_PREFIX):
-        found = AgentSession.objects.filter(access_token_hash=secret_hash(access_token)).first()
-        if found is not None:
-            sessions.append(found)
-    if refresh_token and client_app_id and looks_like(refresh_token, REFRESH_TOKEN_PREFIX):
-        token = (
-            AgentRefreshToken.objects.select_related("session", "session__client")
-            .filter(token_hash=secret_hash(refresh_token), session__client__app_id=client_app_id)
-            .first()
-        )
-        if token is not None and all(s.pk != token.session_id for s in sessions):
-            sessions.append(token.session)
-    for session in sessions:
-        session_revoke(session=session, actor=Actor("agent", str(session.id)), reason="agent_logout")
-
-
-def session_get_for_client(*, client: Client, session_id) -> AgentSession:
-    """A session of ``client`` (business revoke); another client's or unknown id is 404."""
-    pk = _parse_uuid(session_id)
-    session = AgentSession.objects.select_related("client").filter(pk=pk, client=client).first()
-    if session is None:
-        raise NotFound()
-    return session

@@ -46,10 +46,12 @@ class AgentAuthorizeUrlInvalid(ApiError):
     default_message = "The client's agent authorization page is misconfigured."
 
 
-class SessionInactive(ApiError):
-    code = "session_inactive"
+class ClientExists(ApiError):
+    """A client with this App ID already exists (creating never overwrites; config files upsert)."""
+
+    code = "client_exists"
     http_status = 409
-    default_message = "The agent session is revoked or expired."
+    default_message = "A client with this App ID already exists."
 
 
 # --- Agent API v1: route gate (research §C.1) ---------------------------------------------------------

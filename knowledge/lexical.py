@@ -126,8 +126,3 @@ def or_tsquery_sql_params(terms: Iterable[str], *, config: str = TS_CONFIG) -> t
 def document_tsvector_sql_params(text: str, *, config: str = TS_CONFIG) -> tuple[str, list[str]]:
     """``(sql, params)`` for the ``tsvector`` of a document text, prepared by :func:`lexical_document`."""
     return "to_tsvector(%s::regconfig, %s)", [config, lexical_document(text)]
-
-
-def lexical_warm_up() -> None:
-    """Load jieba's dictionary now (about a second on first use) instead of during the first search."""
-    _tokenizer.initialize()

@@ -13,9 +13,9 @@ from django.views.generic import DetailView, FormView, ListView
 from agent_runtime.config import ConfigError, validate_client_config
 from agent_runtime.console.forms import ClientCreateForm
 from agent_runtime.console.sessions import session_table
+from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
-from agent_runtime.services.clients import client_set_enabled, client_token_rotate
-from agent_runtime.services.config_apply import client_upsert
+from agent_runtime.services.clients import client_create, client_set_enabled, client_token_rotate
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.forms import EnabledForm
@@ -35,7 +35,7 @@ def consent_kinds(client: Client) -> list[str]:
 
 class ClientListView(ConsoleView, ListView):
     permission_required = "agent_runtime.view_client"
-    template_name = "console/client_list.html"
+    template_name = "agent_runtime/client_list.html"
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
@@ -66,7 +66,7 @@ class ClientListView(ConsoleView, ListView):
 
 class ClientDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_client"
-    template_name = "console/client_detail.html"
+    template_name = "agent_runtime/client_detail.html"
     slug_field = "app_id"
     slug_url_kwarg = "app_id"
     context_object_name = "client"
@@ -91,20 +91,20 @@ class ClientCreateView(ConsoleView, FormView):
     """Creates a client through the same validation and service as ``bailing_apply`` config files."""
 
     permission_required = "agent_runtime.add_client"
-    template_name = "console/client_form.html"
+    template_name = "agent_runtime/client_form.html"
     form_class = ClientCreateForm
 
     def form_valid(self, form):
-        # The service is an upsert (config files re-apply); the create form must not overwrite.
-        if Client.objects.filter(app_id=form.cleaned_data["app_id"]).exists():
-            form.add_error("app_id", "A client with this App ID already exists.")
-            return self.form_invalid(form)
         try:
             data = validate_client_config(form.config_data(), path="client")
         except ConfigError as exc:
             form.add_config_error(exc.path, exc.reason)
             return self.form_invalid(form)
-        client, _ = client_upsert(data=data, actor=Actor.user(self.request.user))
+        try:
+            client = client_create(data=data, actor=Actor.user(self.request.user))
+        except ClientExists as exc:
+            form.add_error("app_id", exc.message)
+            return self.form_invalid(form)
         app_id = client.app_id
         messages.success(
             self.request,
@@ -140,4 +140,4 @@ class ClientTokenRotateView(ConsoleView, View):
     def post(self, request, app_id):
         client = get_object_or_404(Client, app_id=app_id)
         token = client_token_rotate(client=client, actor=Actor.user(request.user))
-        return render(request, "console/client_token.html", {"client": client, "token": token})
+        return render(request, "agent_runtime/client_token.html", {"client": client, "token": token})

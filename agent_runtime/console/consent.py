@@ -111,7 +111,7 @@ class ConsentView(ConsoleView, View):
             "principal_roles": principal["roles"],
             "seconds_left": max(0, int((authorization.expires_at - timezone.now()).total_seconds())),
         }
-        return render(request, "console/consent.html", context, status=status)
+        return render(request, "agent_runtime/consent.html", context, status=status)
 
     def get(self, request):
         try:

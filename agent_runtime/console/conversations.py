@@ -152,7 +152,7 @@ def conversation_table(conversations) -> tables.Table:
 class ConversationListView(ConsoleView, ListView):
     permission_required = PERMISSIONS
     http_method_names = READ_ONLY
-    template_name = "console/conversation_list.html"
+    template_name = "agent_runtime/conversation_list.html"
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
@@ -341,7 +341,7 @@ TURN_FIELDS = (
 class ConversationDetailView(ConsoleView, DetailView):
     permission_required = PERMISSIONS
     http_method_names = READ_ONLY
-    template_name = "console/conversation_detail.html"
+    template_name = "agent_runtime/conversation_detail.html"
     context_object_name = "conversation"
     pk_url_kwarg = "conversation_id"
     queryset = AgentConversation.objects.select_related("client", "route", "session")

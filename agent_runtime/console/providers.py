@@ -312,7 +312,7 @@ def provider_queryset():
 
 class ProviderListView(ConsoleView, ListView):
     permission_required = "agent_runtime.view_toolprovider"
-    template_name = "console/provider_list.html"
+    template_name = "agent_runtime/provider_list.html"
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
@@ -370,7 +370,7 @@ class ProviderListView(ConsoleView, ListView):
 
 class ProviderDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_toolprovider"
-    template_name = "console/provider_detail.html"
+    template_name = "agent_runtime/provider_detail.html"
     slug_field = "name"
     slug_url_kwarg = "name"
     context_object_name = "provider"
@@ -417,7 +417,7 @@ class ProviderDetailView(ConsoleView, DetailView):
 
 class ProviderToolDetailView(ConsoleView, DetailView):
     permission_required = ("agent_runtime.view_toolprovider", "agent_runtime.view_providertool")
-    template_name = "console/tool_detail.html"
+    template_name = "agent_runtime/tool_detail.html"
     context_object_name = "tool"
 
     def get_object(self, queryset=None):

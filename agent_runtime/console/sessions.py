@@ -68,7 +68,7 @@ def session_table(sessions, *, show_client: bool = True) -> tables.Table:
 
 class SessionListView(ConsoleView, ListView):
     permission_required = "agent_runtime.view_agentsession"
-    template_name = "console/session_list.html"
+    template_name = "agent_runtime/session_list.html"
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
@@ -93,7 +93,7 @@ class SessionListView(ConsoleView, ListView):
 
 class SessionDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_agentsession"
-    template_name = "console/session_detail.html"
+    template_name = "agent_runtime/session_detail.html"
     context_object_name = "agent_session"
     pk_url_kwarg = "session_id"
     queryset = AgentSession.objects.select_related("client")

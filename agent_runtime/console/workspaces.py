@@ -31,7 +31,7 @@ def hidden_target_keys(route: Route) -> list[str]:
 
 class WorkspaceListView(ConsoleView, ListView):
     permission_required = "agent_runtime.view_route"
-    template_name = "console/workspace_list.html"
+    template_name = "agent_runtime/workspace_list.html"
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
@@ -62,7 +62,7 @@ class WorkspaceListView(ConsoleView, ListView):
 
 class WorkspaceDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_route"
-    template_name = "console/workspace_detail.html"
+    template_name = "agent_runtime/workspace_detail.html"
     slug_field = "route_key"
     slug_url_kwarg = "route_key"
     context_object_name = "route"

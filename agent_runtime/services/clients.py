@@ -1,16 +1,44 @@
-"""Client writes: token rotation and enabling/disabling (creation/update from config lives in
-``agent_runtime.services.config_apply``; the console and ``bailing_apply`` both end up here).
+"""Client writes: creation from the console, token rotation and enabling/disabling (creation and
+update from config files live in ``agent_runtime.services.config_apply``).
 """
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agent_runtime.config.clients import CLIENT_FIELDS
+from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
 from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, display_prefix, new_secret, secret_hash
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
+
+
+def client_create(*, data: dict, actor: Actor) -> Client:
+    """Create the client ``data["app_id"]`` (validated by ``validate_client_config``); 409
+    ``client_exists`` if that App ID is taken.
+
+    Unlike a config file's upsert, creating never overwrites: the unique App ID decides in the
+    database, so of two concurrent creates exactly one wins and the other gets the error. The new
+    client has no Client Token until one is rotated.
+    """
+    try:
+        with transaction.atomic():
+            client = Client.objects.create(
+                app_id=data["app_id"], **{name: data[name] for name in CLIENT_FIELDS}
+            )
+            audit_record(
+                action="agent_runtime.client.created",
+                actor=actor,
+                client_app_id=client.app_id,
+                target_type="client",
+                target_id=client.app_id,
+                data={"fields": list(CLIENT_FIELDS)},
+            )
+    except IntegrityError:
+        raise ClientExists() from None
+    return client
 
 
 def client_token_rotate(*, client: Client, actor: Actor) -> str:

@@ -39,7 +39,7 @@ def _summary(event: AuditEvent) -> str:
 class AuditListView(ConsoleView, ListView):
     permission_required = "bailing.view_auditevent"
     http_method_names = READ_ONLY
-    template_name = "console/audit_list.html"
+    template_name = "approvals/audit_list.html"
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
@@ -95,7 +95,7 @@ class AuditListView(ConsoleView, ListView):
 class AuditDetailView(ConsoleView, DetailView):
     permission_required = "bailing.view_auditevent"
     http_method_names = READ_ONLY
-    template_name = "console/audit_detail.html"
+    template_name = "approvals/audit_detail.html"
     context_object_name = "event"
     queryset = AuditEvent.objects.all()
 
@@ -105,7 +105,7 @@ class AuditVerifyView(ConsoleView, TemplateView):
 
     permission_required = "bailing.verify_auditevent"
     http_method_names = READ_ONLY
-    template_name = "console/audit_verify.html"
+    template_name = "approvals/audit_verify.html"
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

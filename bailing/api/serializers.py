@@ -104,18 +104,6 @@ class StrictNumberField(StrictIntegerField):
         return data
 
 
-class StrictBooleanField(serializers.Field):
-    default_error_messages = {"type": "Must be true or false."}
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("type")
-        return data
-
-    def to_representation(self, value: Any) -> Any:
-        return value
-
-
 class StrictListField(serializers.ListField):
     """A JSON array; ``unique=True`` rejects duplicates instead of dropping them."""
 

@@ -41,7 +41,7 @@ def _record(action: str, **fields) -> AuditEvent:
 
 
 def _cards(response) -> dict[str, int]:
-    return {card["label"]: card["value"] for card in response.context["cards"]}
+    return {card.label: card.value for card in response.context["cards"]}
 
 
 # --- dashboard ------------------------------------------------------------------------------------------

@@ -1,26 +1,30 @@
-"""Console navigation: one list, filtered by the signed-in user's permissions."""
+"""Console navigation: every app's entries in their declared order, filtered by the signed-in user's
+permissions (the context processor behind ``base.html``'s sidebar)."""
 
 from __future__ import annotations
 
-NAV = [
-    ("Dashboard", "console:dashboard", None),
-    ("Workspaces", "console:workspace_list", "agent_runtime.view_route"),
-    ("Tool providers", "console:provider_list", "agent_runtime.view_toolprovider"),
-    ("Knowledge bases", "console:knowledge_list", "knowledge.view_knowledgebase"),
-    ("Clients", "console:client_list", "agent_runtime.view_client"),
-    ("Agent sessions", "console:session_list", "agent_runtime.view_agentsession"),
-    ("Conversations", "console:conversation_list", "agent_runtime.view_agentrun"),
-    ("Audit history", "console:audit_list", "bailing.view_auditevent"),
-]
+from agent_runtime.console import nav as agent_runtime_nav
+from approvals.console import nav as approvals_nav
+from bailing.ui.nav import NavItem
+from knowledge.console import nav as knowledge_nav
+
+# The apps whose console pages the shell composes, bottom layer first.
+CONSOLE_APPS = (agent_runtime_nav, knowledge_nav, approvals_nav)
+
+
+def nav_items() -> list[NavItem]:
+    return sorted((item for app in CONSOLE_APPS for item in app.NAV), key=lambda item: item.order)
 
 
 def console_nav(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {"console_nav": []}
-    items = [
-        {"label": label, "url_name": url_name}
-        for label, url_name, perm in NAV
-        if perm is None or user.has_perm(perm)
-    ]
+    items = [{"label": "Dashboard", "url_name": "console:dashboard"}]
+    for item in nav_items():
+        if user.has_perm(item.permission):
+            entry = {"label": item.label, "url_name": item.url_name}
+            if item.badge is not None:
+                entry["badge"] = item.badge(user)
+            items.append(entry)
     return {"console_nav": items}

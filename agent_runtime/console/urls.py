@@ -1,0 +1,38 @@
+"""Console pages of the agent runtime (included into the ``console`` namespace by the shell)."""
+
+from django.urls import path
+
+from agent_runtime.console import clients, consent, conversations, providers, sessions, workspaces
+
+urlpatterns = [
+    path("workspaces/", workspaces.WorkspaceListView.as_view(), name="workspace_list"),
+    path("workspaces/<str:route_key>/", workspaces.WorkspaceDetailView.as_view(), name="workspace_detail"),
+    path("providers/", providers.ProviderListView.as_view(), name="provider_list"),
+    path("providers/<str:name>/", providers.ProviderDetailView.as_view(), name="provider_detail"),
+    path("providers/<str:name>/refresh/", providers.ProviderRefreshView.as_view(), name="provider_refresh"),
+    path(
+        "providers/<str:name>/tools/<str:tool>/",
+        providers.ProviderToolDetailView.as_view(),
+        name="provider_tool_detail",
+    ),
+    path("clients/", clients.ClientListView.as_view(), name="client_list"),
+    # "_new" can never be an App ID (those start with a letter or digit), so it never shadows a client.
+    path("clients/_new/", clients.ClientCreateView.as_view(), name="client_create"),
+    path("clients/<str:app_id>/", clients.ClientDetailView.as_view(), name="client_detail"),
+    path("clients/<str:app_id>/enabled/", clients.ClientSetEnabledView.as_view(), name="client_set_enabled"),
+    path(
+        "clients/<str:app_id>/rotate-token/",
+        clients.ClientTokenRotateView.as_view(),
+        name="client_token_rotate",
+    ),
+    path("sessions/", sessions.SessionListView.as_view(), name="session_list"),
+    path("sessions/<uuid:session_id>/", sessions.SessionDetailView.as_view(), name="session_detail"),
+    path("sessions/<uuid:session_id>/revoke/", sessions.SessionRevokeView.as_view(), name="session_revoke"),
+    path("conversations/", conversations.ConversationListView.as_view(), name="conversation_list"),
+    path(
+        "conversations/<uuid:conversation_id>/",
+        conversations.ConversationDetailView.as_view(),
+        name="conversation_detail",
+    ),
+    path("consent/", consent.ConsentView.as_view(), name="consent"),
+]

@@ -1,0 +1,42 @@
+"""Routes: for agents, workspaces."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class Route(models.Model):
+    """A route; for agents, a workspace (research §A.2.7).
+
+    The JSON blocks are stored as validated by ``agent_runtime.config`` (defaults are applied when
+    read, see ``agent_runtime.config.route_effective``). ``run_config`` keeps the ``/run``-only
+    fields of the upstream route schema so exported configs round-trip; agent surfaces never read it.
+    """
+
+    class Permission(models.TextChoices):
+        READONLY = "readonly"
+        READWRITE = "readwrite"
+        FULL = "full"
+
+    route_key = models.CharField(max_length=128, unique=True)
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    target = models.CharField(max_length=64, default="llm")
+    target_config = models.JSONField(default=dict, blank=True)
+    permission = models.CharField(max_length=16, choices=Permission.choices, null=True, blank=True)
+    audience = models.JSONField(default=dict, blank=True)
+    memory = models.JSONField(default=dict, blank=True)
+    knowledge = models.JSONField(default=dict, blank=True)
+    tools = models.JSONField(default=dict, blank=True)
+    agent_client = models.JSONField(default=dict, blank=True)
+    run_config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["route_key"]
+
+    def __str__(self) -> str:
+        return self.route_key

@@ -24,7 +24,7 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 SIGNATURE_HEADER = "X-Bailing-Signature"
@@ -174,6 +174,37 @@ def _compare(expected: str, presented: str) -> bool:
     return hmac.compare_digest(expected.encode("ascii"), presented.encode("ascii"))
 
 
+def _verify(
+    *,
+    secret: str | bytes,
+    headers: Mapping[str, str],
+    timestamp_re: re.Pattern[str],
+    units_per_second: int,
+    now: float,
+    tolerance_seconds: int,
+    message: Callable[[str], bytes],
+) -> VerifyResult:
+    """The one verification ladder of both schemes: presence, shape, clock skew (in the scheme's
+    unit), then one constant-time comparison. ``message(raw_timestamp)`` rebuilds the signed bytes."""
+    signature = _header(headers, SIGNATURE_HEADER)
+    raw_ts = _header(headers, TIMESTAMP_HEADER)
+    if not signature:
+        return VerifyResult(ok=False, reason=REASON_MISSING_SIGNATURE)
+    if not raw_ts:
+        return VerifyResult(ok=False, reason=REASON_MISSING_TIMESTAMP)
+    if not _SIGNATURE_RE.fullmatch(signature):
+        return VerifyResult(ok=False, reason=REASON_MALFORMED_SIGNATURE)
+    if not timestamp_re.fullmatch(raw_ts):
+        return VerifyResult(ok=False, reason=REASON_MALFORMED_TIMESTAMP)
+    ts = int(raw_ts)
+    if abs(now - ts) > tolerance_seconds * units_per_second:
+        return VerifyResult(ok=False, reason=REASON_TIMESTAMP_SKEW, timestamp=ts)
+    expected = _hmac_signature(_secret_bytes(secret), message(raw_ts))
+    if not _compare(expected, signature):
+        return VerifyResult(ok=False, reason=REASON_SIGNATURE_MISMATCH, timestamp=ts)
+    return VerifyResult(ok=True, timestamp=ts)
+
+
 def verify_tool_request(
     *,
     secret: str | bytes,
@@ -184,30 +215,21 @@ def verify_tool_request(
     now: float | None = None,
     tolerance_seconds: int = DEFAULT_TOLERANCE_SECONDS,
 ) -> VerifyResult:
-    """Check an inbound tool call or spec fetch against the shared secret.
+    """Check an inbound tool call or spec fetch against the shared secret (seconds clock).
 
-    Order: presence, shape, clock skew, then one constant-time comparison. The subject and job id
-    come from the headers as received (absent = empty), exactly as the signer bound them.
+    The subject and job id come from the headers as received (absent = empty), exactly as the
+    signer bound them, and are returned on success so a handler authorises exactly what was signed.
     """
-    signature = _header(headers, SIGNATURE_HEADER)
-    raw_ts = _header(headers, TIMESTAMP_HEADER)
-    if not signature:
-        return VerifyResult(ok=False, reason=REASON_MISSING_SIGNATURE)
-    if not raw_ts:
-        return VerifyResult(ok=False, reason=REASON_MISSING_TIMESTAMP)
-    if not _SIGNATURE_RE.fullmatch(signature):
-        return VerifyResult(ok=False, reason=REASON_MALFORMED_SIGNATURE)
-    if not _SECONDS_RE.fullmatch(raw_ts):
-        return VerifyResult(ok=False, reason=REASON_MALFORMED_TIMESTAMP)
-    ts = int(raw_ts)
-    current = time.time() if now is None else now
-    if abs(current - ts) > tolerance_seconds:
-        return VerifyResult(ok=False, reason=REASON_TIMESTAMP_SKEW, timestamp=ts)
     on_behalf_of = _header(headers, ON_BEHALF_OF_HEADER) or ""
     job_id = _header(headers, JOB_ID_HEADER) or ""
-    expected = _hmac_signature(
-        _secret_bytes(secret),
-        tool_request_message(
+    result = _verify(
+        secret=secret,
+        headers=headers,
+        timestamp_re=_SECONDS_RE,
+        units_per_second=1,
+        now=time.time() if now is None else now,
+        tolerance_seconds=tolerance_seconds,
+        message=lambda raw_ts: tool_request_message(
             timestamp=raw_ts,
             method=method,
             path_with_query=path_with_query,
@@ -216,9 +238,9 @@ def verify_tool_request(
             job_id=job_id,
         ),
     )
-    if not _compare(expected, signature):
-        return VerifyResult(ok=False, reason=REASON_SIGNATURE_MISMATCH, timestamp=ts)
-    return VerifyResult(ok=True, timestamp=ts, on_behalf_of=on_behalf_of, job_id=job_id)
+    if not result.ok:
+        return result
+    return VerifyResult(ok=True, timestamp=result.timestamp, on_behalf_of=on_behalf_of, job_id=job_id)
 
 
 def callback_message(*, timestamp_ms: int | str, body: bytes | str) -> bytes:
@@ -248,21 +270,12 @@ def verify_callback(
     tolerance_seconds: int = DEFAULT_TOLERANCE_SECONDS,
 ) -> VerifyResult:
     """Check an inbound callback; same rules as tool requests with a millisecond clock."""
-    signature = _header(headers, SIGNATURE_HEADER)
-    raw_ts = _header(headers, TIMESTAMP_HEADER)
-    if not signature:
-        return VerifyResult(ok=False, reason=REASON_MISSING_SIGNATURE)
-    if not raw_ts:
-        return VerifyResult(ok=False, reason=REASON_MISSING_TIMESTAMP)
-    if not _SIGNATURE_RE.fullmatch(signature):
-        return VerifyResult(ok=False, reason=REASON_MALFORMED_SIGNATURE)
-    if not _MILLISECONDS_RE.fullmatch(raw_ts):
-        return VerifyResult(ok=False, reason=REASON_MALFORMED_TIMESTAMP)
-    ts = int(raw_ts)
-    current = int(time.time() * 1000) if now_ms is None else now_ms
-    if abs(current - ts) > tolerance_seconds * 1000:
-        return VerifyResult(ok=False, reason=REASON_TIMESTAMP_SKEW, timestamp=ts)
-    expected = _hmac_signature(_secret_bytes(secret), callback_message(timestamp_ms=raw_ts, body=body))
-    if not _compare(expected, signature):
-        return VerifyResult(ok=False, reason=REASON_SIGNATURE_MISMATCH, timestamp=ts)
-    return VerifyResult(ok=True, timestamp=ts)
+    return _verify(
+        secret=secret,
+        headers=headers,
+        timestamp_re=_MILLISECONDS_RE,
+        units_per_second=1000,
+        now=int(time.time() * 1000) if now_ms is None else now_ms,
+        tolerance_seconds=tolerance_seconds,
+        message=lambda raw_ts: callback_message(timestamp_ms=raw_ts, body=body),
+    )

@@ -33,13 +33,14 @@ from django.db import models
 from django.utils import timezone
 
 from agent_runtime.models import Client
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 
 SOURCE_KEY_PATTERN = r"[A-Za-z0-9_.:-]{1,128}"
 SOURCE_KEY_RE = re.compile(SOURCE_KEY_PATTERN)
 KB_ID_PATTERN = r"[a-z0-9][a-z0-9_-]{1,63}"
 # URL segments are matched against this before any lookup: PostgreSQL refuses NUL in a query.
 KB_ID_RE = re.compile(KB_ID_PATTERN)
-TITLE_MAX_CHARS = 191
+TITLE_MAX_CHARS = SHORT_TEXT_MAX_CHARS
 
 
 class KnowledgeBase(models.Model):

@@ -36,6 +36,7 @@ from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, look
 from agent_runtime.validation import loopback_redirect_problem
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import InvalidRequest, Unauthorized
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 from bailing.api.serializers import (
     StrictCharField,
     StrictListField,
@@ -303,7 +304,7 @@ class AuthorizationApproveApi(APIView):
 
     class InputSerializer(StrictSerializer):
         principal = PrincipalInput()
-        on_behalf_of = StrictCharField(min_length=1, max_length=191)
+        on_behalf_of = StrictCharField(min_length=1, max_length=SHORT_TEXT_MAX_CHARS)
         allowed_routes = RouteListField()
         subject_display = SubjectDisplayInput(required=False, allow_null=True)
 

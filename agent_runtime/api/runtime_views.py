@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from agent_runtime.api.base import AgentApiView
 from agent_runtime.errors import TaskControlUnsupported
 from agent_runtime.services import runs
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 from bailing.api.serializers import (
     JSONObjectField,
     StrictCharField,
@@ -30,7 +31,7 @@ CLIENT_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}"
 RENDERER_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}"
 CLIENT_TEXT_MAX_CHARS = 64_000
 RENDERERS_MAX = 20
-LABEL_MAX_CHARS = 191
+LABEL_MAX_CHARS = SHORT_TEXT_MAX_CHARS
 # JavaScript's Number.MAX_SAFE_INTEGER: larger counts cannot round-trip through a JS client.
 USAGE_COUNT_MAX = 2**53 - 1
 

@@ -30,13 +30,14 @@ from agent_runtime.config.fields import (
     read_url,
 )
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS, ROUTE_KEY_CONFIG
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 
 _ROUTE_KEY_RE = re.compile(ROUTE_KEY_CONFIG)
 _AGENT_ROUTE_RE = re.compile(AGENT_ROUTE)
 _OPERATION_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _APPROVAL_TYPE_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
-# A tool scope is free text upstream (≤191); the only wildcard forms are "*" and a trailing ".*".
-_SCOPE_MAX = 191
+# A tool scope is free text (short text); the only wildcard forms are "*" and a trailing ".*".
+_SCOPE_MAX = SHORT_TEXT_MAX_CHARS
 _WEBHOOK_APPROVAL_TYPES = frozenset({"business_webhook", "approval_webhook", "webhook"})
 
 # --- Route --------------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def _audience(value: Any, path: str) -> dict:
         elif key == "priority":
             result[key] = read_integer(raw, field, lo=-1000, hi=1000)
         else:
-            result[key] = read_list(raw, field, line_reader(191), max_items=100)
+            result[key] = read_list(raw, field, line_reader(SHORT_TEXT_MAX_CHARS), max_items=100)
     return result
 
 
@@ -241,7 +242,7 @@ def _approval(value: Any, path: str) -> dict:
     elif result["type"] in _WEBHOOK_APPROVAL_TYPES:
         raise ConfigError(field_path(path, "url"), "is required for webhook approval types")
     if "to" in data:
-        result["to"] = read_string(data["to"], field_path(path, "to"), max_len=191)
+        result["to"] = read_string(data["to"], field_path(path, "to"), max_len=SHORT_TEXT_MAX_CHARS)
     return result
 
 
@@ -373,7 +374,7 @@ def _delivery(value: Any, path: str) -> dict:
         read_url(data["url"], field_path(path, "url"))
     for key in ("channel", "to", "to_field"):
         if key in data:
-            read_string(data[key], field_path(path, key), max_len=191)
+            read_string(data[key], field_path(path, key), max_len=SHORT_TEXT_MAX_CHARS)
     if kind == "webhook" and "url" not in data:
         raise ConfigError(field_path(path, "url"), "is required when type is webhook")
     if kind == "channel" and "channel" not in data:
@@ -408,7 +409,7 @@ def _run_config(data: dict, path: str) -> dict:
         )
     for key in ("session_fixed_id", "session_key_field"):
         if key in data:
-            result[key] = read_string(data[key], field_path(path, key), max_len=191)
+            result[key] = read_string(data[key], field_path(path, key), max_len=SHORT_TEXT_MAX_CHARS)
     if result.get("session_policy") == "fixed" and "session_fixed_id" not in result:
         raise ConfigError(field_path(path, "session_fixed_id"), "is required when session_policy is fixed")
     if result.get("session_policy") == "per_key" and "session_key_field" not in result:

@@ -46,7 +46,6 @@ RUN_TONES = {
 STATUS_CHOICES = [("", "any status")] + [
     (status.value, status.value) for status in AgentRun.Status if status != AgentRun.Status.PREPARING
 ]
-REVISION_PREFIX_CHARS = 12
 # Public usage keys in the spec's order; anything else a later version stores follows, sorted.
 USAGE_ORDER = (
     "input_tokens",
@@ -214,7 +213,7 @@ class Revision:
 
     @property
     def short(self) -> str:
-        return self.full[:REVISION_PREFIX_CHARS]
+        return tables.short_hash(self.full)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,6 @@ EXPOSURE_TONES = {
     "write + forced approval": "warn",
 }
 NOT_EXPOSED = "—"
-HASH_PREFIX_CHARS = 12
 
 
 def _badge(word: str, tones: dict[str, str], *, sub: str = "") -> tables.Cell:
@@ -402,7 +401,7 @@ class ProviderDetailView(ConsoleView, DetailView):
                 ),
                 "warning_count": len(warnings),
                 "disabled_count": sum(1 for w in warnings if w.get("severity") in ("error", "fatal")),
-                "spec_sha_short": provider.spec_sha256[:HASH_PREFIX_CHARS],
+                "spec_sha_short": tables.short_hash(provider.spec_sha256),
                 "refresh_error_code": refresh_error_code(provider),
                 "refresh_error_text": refresh_error_text(provider),
                 "refresh_tone": REFRESH_TONES.get(provider.last_refresh_status, "neutral"),

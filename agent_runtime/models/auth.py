@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agent_runtime.models.clients import Client
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 
 
 class AgentAuthorization(models.Model):
@@ -38,7 +39,7 @@ class AgentAuthorization(models.Model):
     code_challenge = models.CharField(max_length=43)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     principal = models.JSONField(null=True, blank=True)
-    on_behalf_of = models.CharField(max_length=191, blank=True, default="")
+    on_behalf_of = models.CharField(max_length=SHORT_TEXT_MAX_CHARS, blank=True, default="")
     allowed_routes = models.JSONField(null=True, blank=True)
     subject_display = models.JSONField(null=True, blank=True)
     approved_by = models.ForeignKey(
@@ -77,7 +78,7 @@ class AgentSession(models.Model):
     client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="agent_sessions")
     device_label = models.CharField(max_length=128)
     principal = models.JSONField(default=dict)
-    on_behalf_of = models.CharField(max_length=191)
+    on_behalf_of = models.CharField(max_length=SHORT_TEXT_MAX_CHARS)
     allowed_routes = models.JSONField(default=list)
     subject_display = models.JSONField(null=True, blank=True)
     access_token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)

@@ -11,6 +11,7 @@ from django.utils import timezone
 from agent_runtime.models.auth import AgentSession
 from agent_runtime.models.clients import Client
 from agent_runtime.models.routes import Route
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 
 
 class AgentConversation(models.Model):
@@ -80,8 +81,8 @@ class AgentRun(models.Model):
     assistant_message_id = models.CharField(max_length=128, null=True, blank=True)
     completion_hash = models.CharField(max_length=64, blank=True, default="")
     final_content = models.TextField(null=True, blank=True)
-    model = models.CharField(max_length=191, null=True, blank=True)
-    runtime = models.CharField(max_length=191, null=True, blank=True)
+    model = models.CharField(max_length=SHORT_TEXT_MAX_CHARS, null=True, blank=True)
+    runtime = models.CharField(max_length=SHORT_TEXT_MAX_CHARS, null=True, blank=True)
     usage = models.JSONField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS
+
 
 class ToolProvider(models.Model):
     """A business system whose OpenAPI + ACC spec the hub compiles into tools (research §A.2.9).
@@ -70,7 +72,7 @@ class ProviderTool(models.Model):
     name = models.CharField(max_length=64)
     method = models.CharField(max_length=8)
     path = models.CharField(max_length=2048)
-    scope = models.CharField(max_length=191)
+    scope = models.CharField(max_length=SHORT_TEXT_MAX_CHARS)
     risk = models.CharField(max_length=8)
     readonly = models.BooleanField()
     idempotent = models.BooleanField()

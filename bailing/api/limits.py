@@ -13,6 +13,11 @@ from typing import Any
 
 from bailing.api.jsjson import js_stringify
 
+# The short-text width of upstream's schema (titles, labels, subjects, scopes, model names): 191
+# characters, what an index-safe utf8mb4 column holds. One limit, used wherever the protocol says
+# "≤ 191".
+SHORT_TEXT_MAX_CHARS = 191
+
 
 def compact_json_utf8_bytes(value: Any) -> int:
     """Size in UTF-8 bytes of ``JSON.stringify(value)`` (numbers rendered as JavaScript does)."""

@@ -36,6 +36,15 @@ def shorten_ids(value: str) -> str:
     return _UUID.sub(lambda match: match.group(0)[:8] + "…", value)
 
 
+# Revisions and digests are shown by their first 12 hex digits (the full value is in a title/detail).
+HASH_PREFIX_CHARS = 12
+
+
+def short_hash(value: str) -> str:
+    """The displayed prefix of a revision or SHA-256 digest."""
+    return value[:HASH_PREFIX_CHARS]
+
+
 def utc_iso(value: datetime | None) -> str:
     """Console timestamps: UTC, ISO 8601, second precision, ``Z`` suffix; ``—`` when unset."""
     if value is None:

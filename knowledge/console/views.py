@@ -55,7 +55,6 @@ VIEW_PERMISSION = "knowledge.view_knowledgebase"
 MANAGE_PERMISSION = "knowledge.manage_knowledgebase"
 
 GENERATED_KEY_PREFIX = "console:"
-REVISION_PREFIX_CHARS = 12
 EXCERPT_CHARS = 280
 HIT_TEST_MAX_QUERY_CHARS = 1000
 HIT_TEST_MAX_LIMIT = 20
@@ -112,10 +111,6 @@ def coded_error(code: str) -> ValidationError:
 def generated_source_key() -> str:
     """``console:<12 hex>`` — a key for a document the operator did not name (48 random bits)."""
     return GENERATED_KEY_PREFIX + secrets.token_hex(6)
-
-
-def short_revision(revision: str) -> str:
-    return revision[:REVISION_PREFIX_CHARS]
 
 
 def document_error_code(document: Document) -> str:
@@ -381,7 +376,7 @@ def document_table(documents, *, kb: KnowledgeBase) -> list[dict[str, Any]]:
                 "href": reverse("console:knowledge_document_detail", args=[kb.kb_id, document.pk]),
                 "tone": DOCUMENT_TONES.get(document.status, "neutral"),
                 "error_code": code,
-                "revision": short_revision(document.revision),
+                "revision": tables.short_hash(document.revision),
             }
         )
     return rows
@@ -467,7 +462,7 @@ class DocumentDetailView(ConsoleView, DetailView):
                     tables.mono(f"{chunk.char_start:,}–{chunk.char_end:,}"),
                     _count(chunk.length),
                     tables.Cell(
-                        short_revision(chunk.revision),
+                        tables.short_hash(chunk.revision),
                         kind="mono",
                         title=chunk.revision,
                         sub="stale" if stale else "",

@@ -64,7 +64,7 @@ from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentRun, Route
 from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
-from bailing.api.limits import cut_utf16
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS, cut_utf16
 from bailing.api.timefmt import utc_iso
 from bailing.audit.ledger import audit_record
 from knowledge.budget import (
@@ -120,7 +120,7 @@ LIMITS: dict[str, int] = {
 }
 
 SUMMARY_MAX_CHARS = 480
-HINT_TITLE_MAX_CHARS = 191
+HINT_TITLE_MAX_CHARS = SHORT_TEXT_MAX_CHARS
 SCORE_DECIMALS = 4
 
 # Legacy inline delivery (research §D.2, §D.3): caps in UTF-16 units.

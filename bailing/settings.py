@@ -2,7 +2,7 @@
 
 Every setting is listed with its default in ``.env.example``. With ``DATABASE_URL`` unset, the hub
 starts (or reuses) an embedded PostgreSQL with pgvector under ``var/``. Production mode
-(``BAILING_ENV=production``) refuses to start with an unsafe secret or with ``DEBUG`` on.
+(``BAILING_ENV=production``) refuses to start with an unsafe secret or with ``BAILING_DEBUG`` on.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ if BAILING_ENV not in {"development", "production"}:
     raise ImproperlyConfigured("BAILING_ENV must be 'development' or 'production'")
 PRODUCTION = BAILING_ENV == "production"
 
-DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+# Off unless asked for, also in development and the demo: Django's debug pages list every URL
+# pattern and settings; an operator opts in with BAILING_DEBUG=1 while developing.
+DEBUG = env.bool("BAILING_DEBUG", default=False)
 
 
 def _development_secret_key() -> str:
@@ -45,7 +47,7 @@ def _development_secret_key() -> str:
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if PRODUCTION:
     if DEBUG:
-        raise ImproperlyConfigured("DEBUG must be off when BAILING_ENV=production")
+        raise ImproperlyConfigured("BAILING_DEBUG must be off when BAILING_ENV=production")
     if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure"):
         raise ImproperlyConfigured(
             "SECRET_KEY must be set to a random value of at least 50 characters in production"
@@ -147,9 +149,9 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
-# Development serves straight from the finders; production from collectstatic's output.
-WHITENOISE_USE_FINDERS = DEBUG
-WHITENOISE_AUTOREFRESH = DEBUG
+# Development (debug or not) serves straight from the finders; production from collectstatic's output.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+WHITENOISE_AUTOREFRESH = not PRODUCTION
 
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"

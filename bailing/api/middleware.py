@@ -15,6 +15,7 @@ the view the body with its now-known length. It relies on the server ending the 
 from __future__ import annotations
 
 import io
+import re
 
 from django.core.handlers.wsgi import LimitedStream
 
@@ -22,7 +23,11 @@ from bailing.api.errors import InvalidRequest, RequestBodyTooLarge
 from bailing.api.exception_handler import api_error_for_status, api_error_response
 from bailing.api.parsers import body_budget, read_budgeted
 
-AGENT_PREFIXES = ("/agent-api/", "/agent-auth/", "/kb/")
+# Every path that belongs to an API surface: agents, Agent Auth, the knowledge push API, business
+# decisions on approvals, the MCP endpoints. One list, used for headers, JSON errors and the URLconf's
+# catch-all.
+AGENT_PREFIXES = ("/agent-api/", "/agent-auth/", "/kb/", "/approvals/", "/mcp/")
+API_PREFIX_PATTERN = r"^(?:" + "|".join(re.escape(p.strip("/")) for p in AGENT_PREFIXES) + r")(?:/.*)?$"
 TOKEN_PATH = "/agent-auth/v1/token"
 
 

@@ -1,11 +1,15 @@
-"""URL map. Agent surfaces answer JSON everywhere under their prefixes, including unknown paths."""
+"""The root URL map. API surfaces answer JSON everywhere under their prefixes, unknown paths included;
+``/`` leads to the console; every other error is the console's styled page (``bailing.shell.errors``)."""
 
 from django.conf import settings
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
+from bailing.api.middleware import API_PREFIX_PATTERN
 from bailing.api.views import ApiNotFound, HealthApi
 
 urlpatterns = [
+    path("", RedirectView.as_view(url="/console/", permanent=False), name="root"),
     path("health", HealthApi.as_view(), name="health"),
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
     path("agent-api/v1/", include("agent_runtime.api.urls")),
@@ -20,4 +24,9 @@ if settings.BAILING_BENCH_ENDPOINTS:
 
 # Last: anything else under the agent and push prefixes (the bare prefixes included, which would otherwise be
 # redirected to their slashed form by APPEND_SLASH) answers the JSON 404 envelope.
-urlpatterns.append(re_path(r"^(?:agent-api|agent-auth|kb)(?:/.*)?$", ApiNotFound.as_view()))
+urlpatterns.append(re_path(API_PREFIX_PATTERN, ApiNotFound.as_view()))
+
+handler400 = "bailing.shell.errors.bad_request"
+handler403 = "bailing.shell.errors.permission_denied"
+handler404 = "bailing.shell.errors.page_not_found"
+handler500 = "bailing.shell.errors.server_error"

@@ -27,7 +27,7 @@ def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 PRODUCTION = {
     "BAILING_ENV": "production",
-    "DEBUG": "false",
+    "BAILING_DEBUG": "false",
     "ALLOWED_HOSTS": "hub.example.com",
     "BAILING_PUBLIC_URL": "https://hub.example.com",
 }
@@ -44,12 +44,12 @@ def test_check_deploy_is_clean_with_production_settings():
 @pytest.mark.parametrize(
     "override",
     [
-        {"DEBUG": "true", "SECRET_KEY": secrets.token_urlsafe(64)},
+        {"BAILING_DEBUG": "true", "SECRET_KEY": secrets.token_urlsafe(64)},
         {"SECRET_KEY": "short"},
         {"SECRET_KEY": ""},
         {"SECRET_KEY": "a" * 60},
         {"SECRET_KEY": "django-insecure-" + secrets.token_urlsafe(64)},
-        {"SECRET_KEY": secrets.token_urlsafe(64), "DEBUG": "1"},
+        {"SECRET_KEY": secrets.token_urlsafe(64), "BAILING_DEBUG": "1"},
     ],
     ids=["debug", "short", "empty", "repetitive", "django-insecure", "debug-1"],
 )

@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 # Fixtures shared across test packages: ``external_database_url`` (a throwaway database on the
 # machine's PostgreSQL 15, for the DATABASE_URL path and the lexical fallback).
-pytest_plugins = ["tests.support.external_db"]
+pytest_plugins = ["tests.support.external_db", "tests.support.console"]
 
 
 def pytest_unconfigure(config):

@@ -13,7 +13,7 @@ from bailing.audit.models import AuditEvent
 from knowledge.api.push_views import PUSH_BODY_MAX_BYTES
 from knowledge.models import Chunk, Document
 from knowledge.services.queue import documents_claim
-from tests.agent_runtime.test_rate_limits import wait_for_a_fresh_minute
+from tests.agent_runtime.services.test_rate_limits import wait_for_a_fresh_minute
 from tests.factories import ClientFactory, KnowledgeBaseFactory, knowledge_document
 
 BODY = {"title": "Refund policy", "content": "# Refunds\n\nRefunds are paid within 14 days."}

@@ -20,7 +20,7 @@ from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFacto
 
 pytestmark = pytest.mark.django_db
 
-SPECS = Path(__file__).parent / "fixtures" / "specs"
+SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 
 
 def load_spec(name: str) -> dict:

@@ -14,7 +14,7 @@ from tests.support.runtime import completion_body, post_complete, post_json, pos
 
 pytestmark = pytest.mark.django_db
 
-SPECS = Path(__file__).parent / "fixtures" / "specs"
+SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 TOOLS = {"sources": [{"provider": "shop", "allow": ["*"]}], "agent_direct": {"enabled": True}}
 
 

@@ -14,7 +14,7 @@ from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFacto
 
 pytestmark = pytest.mark.django_db
 
-SPECS = Path(__file__).parent / "fixtures" / "specs"
+SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 SHOP_READS = ["customer_profile_get", "inventory_list", "order_get", "order_search", "staff_list"]
 
 

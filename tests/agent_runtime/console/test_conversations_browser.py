@@ -13,9 +13,9 @@ from django.urls import reverse
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentRun
 from agent_runtime.services.runs import run_complete, turn_prepare
-from tests.console.conftest import PASSWORD
-from tests.console.providers_seed import load_spec
 from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, ToolProviderFactory
+from tests.support.console import PASSWORD
+from tests.support.providers_seed import load_spec
 from tests.support.runtime import completion_body, turn_body
 
 USAGE = {"input_tokens": 1840, "cached_input_tokens": 1200, "output_tokens": 312, "total_tokens": 2152}

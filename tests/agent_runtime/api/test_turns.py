@@ -21,7 +21,7 @@ from tests.support.runtime import TURN_SCHEMA, post_json, post_turn, turn_body, 
 
 pytestmark = pytest.mark.django_db
 
-SPECS = Path(__file__).parent / "fixtures" / "specs"
+SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 PROJECTION_KEYS = [
     "name",
     "description",

@@ -12,8 +12,8 @@ from agent_runtime.models import AgentAuthorization, AgentSession, Client
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 from bailing.audit.models import AuditEvent
-from tests.console.conftest import signed_in
 from tests.factories import AgentSessionFactory, UserFactory
+from tests.support.console import signed_in
 
 ALL = {"nobody", "approver", "auditor", "administrator"}
 VIEWERS = {"approver", "auditor", "administrator"}

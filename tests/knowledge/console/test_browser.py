@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from knowledge.models import Document
-from tests.console.conftest import PASSWORD
 from tests.factories import ClientFactory, KnowledgeBaseFactory, RouteFactory, knowledge_document
+from tests.support.console import PASSWORD
 
 REFUNDS = (
     "# Refunds\n\nCustomers get their money back within 14 days of returning an item.\n\n"

@@ -17,9 +17,9 @@ from knowledge import parsing
 from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.services.indexing import documents_index
 from knowledge.vectors import vector_storage_ready
-from tests.console.conftest import signed_in
 from tests.factories import ClientFactory, KnowledgeBaseFactory, RouteFactory, UserFactory, knowledge_document
 from tests.knowledge.test_parsing import make_docx, make_pdf
+from tests.support.console import signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -28,7 +28,7 @@ from agent_runtime.tools import (
 )
 from tests.support.tool_specs import MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
 
-SPECS = Path(__file__).parent / "fixtures" / "specs"
+SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 
 PROJECTION_KEYS = [
     "name",

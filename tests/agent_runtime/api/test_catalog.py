@@ -12,7 +12,7 @@ from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, To
 
 pytestmark = pytest.mark.django_db
 
-SPECS = Path(__file__).parent / "fixtures" / "specs"
+SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 CATALOG = "/agent-api/v1/tools"
 
 

@@ -23,7 +23,7 @@ from bailing.audit.models import AuditEvent
 from knowledge.models import KnowledgeBase
 from tests.factories import ClientFactory
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hub.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "hub.yaml"
 
 DOCUMENT = {
     "clients": [

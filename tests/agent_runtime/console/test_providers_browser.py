@@ -13,9 +13,9 @@ from django.urls import reverse
 
 from agent_runtime.services.providers import provider_refresh
 from bailing.audit.actor import Actor
-from tests.console.conftest import PASSWORD
-from tests.console.providers_seed import SHOP_SECRET, closed_port, seed_console_providers, url_provider
+from tests.support.console import PASSWORD
 from tests.support.demo_business import running_demo_business
+from tests.support.providers_seed import SHOP_SECRET, closed_port, seed_console_providers, url_provider
 
 
 def no_horizontal_overflow(page) -> bool:

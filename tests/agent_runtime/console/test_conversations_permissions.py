@@ -13,8 +13,8 @@ from django.urls import reverse
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentConversation, AgentRun
 from agent_runtime.services.runs import turn_prepare
-from tests.console.conftest import signed_in
 from tests.factories import AgentSessionFactory, RouteFactory, UserFactory
+from tests.support.console import signed_in
 from tests.support.runtime import turn_body
 
 pytestmark = pytest.mark.django_db

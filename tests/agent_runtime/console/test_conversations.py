@@ -15,9 +15,9 @@ from agent_runtime.console.conversations import LONG_TEXT_CHARS
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentConversation, AgentRun
 from agent_runtime.services.runs import run_complete, turn_prepare
-from tests.console.conftest import signed_in
-from tests.console.providers_seed import load_spec
 from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, ToolProviderFactory
+from tests.support.console import signed_in
+from tests.support.providers_seed import load_spec
 from tests.support.runtime import completion_body, turn_body
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,6 @@ from bailing.audit.ledger import audit_record
 from bailing.audit.models import AuditEvent
 from bailing.db.features import server_version, vector_available
 from knowledge.models import Document
-from tests.console.conftest import signed_in
 from tests.factories import (
     AgentSessionFactory,
     ClientFactory,
@@ -32,6 +31,7 @@ from tests.factories import (
     UserFactory,
 )
 from tests.support.audit import audit_tampering
+from tests.support.console import signed_in
 
 
 def _record(action: str, **fields) -> AuditEvent:

@@ -18,8 +18,8 @@ from django.urls import reverse
 from agent_client import AgentAuthError, ReferenceAgentClient
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from tests.console.conftest import PASSWORD
 from tests.factories import ClientFactory, RouteFactory
+from tests.support.console import PASSWORD
 
 LOOPBACK = re.compile(r"^http://127\.0\.0\.1:\d+/callback\?")
 

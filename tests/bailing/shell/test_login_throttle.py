@@ -10,9 +10,9 @@ from django.test import Client as HttpClient
 from django.utils import timezone
 
 from bailing.audit.models import AuditEvent
-from tests.console.conftest import PASSWORD
 from tests.factories import UserFactory
 from tests.support.audit import audit_tampering
+from tests.support.console import PASSWORD
 
 pytestmark = pytest.mark.django_db
 LOGIN = "/console/login/"

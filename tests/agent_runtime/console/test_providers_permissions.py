@@ -9,9 +9,9 @@ from django.test import Client as HttpClient
 from django.urls import reverse
 
 from agent_runtime.models import ToolProvider
-from tests.console.conftest import signed_in
-from tests.console.providers_seed import load_spec
 from tests.factories import ToolProviderFactory, UserFactory
+from tests.support.console import signed_in
+from tests.support.providers_seed import load_spec
 
 pytestmark = pytest.mark.django_db
 

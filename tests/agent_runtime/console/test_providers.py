@@ -16,8 +16,10 @@ from agent_runtime.services.providers import provider_refresh
 from agent_runtime.tools import GUIDANCE_MAX_BYTES, GUIDANCE_MAX_CHARS, compile_spec
 from bailing.audit.actor import Actor
 from demo_business.spec import build_spec
-from tests.console.conftest import signed_in
-from tests.console.providers_seed import (
+from tests.factories import RouteFactory, ToolProviderFactory
+from tests.support.console import signed_in
+from tests.support.demo_business import running_demo_business
+from tests.support.providers_seed import (
     SHOP_SECRET,
     closed_port,
     load_spec,
@@ -25,8 +27,6 @@ from tests.console.providers_seed import (
     shop_spec,
     url_provider,
 )
-from tests.factories import RouteFactory, ToolProviderFactory
-from tests.support.demo_business import running_demo_business
 
 pytestmark = pytest.mark.django_db
 

@@ -35,11 +35,12 @@ from rest_framework.views import APIView
 from agent_runtime.api.authentication import ClientTokenAuthentication
 from agent_runtime.models import Client
 from agent_runtime.services.rate_limits import client_rate_consume
-from bailing.api.errors import Forbidden, InvalidRequest, NotFound
+from bailing.api.errors import InvalidRequest, NotFound
 from bailing.api.serializers import JSONObjectField, StrictCharField, StrictSerializer, validate_strict
 from bailing.api.timefmt import utc_iso
 from bailing.audit.actor import Actor
-from knowledge.models import KB_ID_RE, SOURCE_KEY_RE, TITLE_MAX_CHARS, Document, KnowledgeBase
+from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, Document
+from knowledge.selectors.bases import knowledge_base_writable_for_client
 from knowledge.services.documents import document_delete, document_put
 
 CONTENT_MAX_CHARS = 300_000  # UTF-16 code units, as upstream's JavaScript counts (research §H4)
@@ -90,18 +91,6 @@ def _client_actor(client: Client) -> Actor:
     return Actor.client(client)
 
 
-def _writable_kb(kb_id: str, client: Client) -> KnowledgeBase:
-    # A segment outside the kb_id pattern (a NUL byte would be a database error) names no KB.
-    kb = KnowledgeBase.objects.filter(kb_id=kb_id).first() if KB_ID_RE.fullmatch(kb_id) else None
-    if kb is None:
-        raise NotFound("Unknown knowledge base.")
-    if not kb.writers.filter(pk=client.pk).exists():
-        raise Forbidden("This client is not a writer of the knowledge base.")
-    if not kb.enabled:
-        raise Forbidden("The knowledge base is disabled.")
-    return kb
-
-
 def _checked_source_key(source_key: str) -> str:
     if not SOURCE_KEY_RE.fullmatch(source_key):
         raise InvalidRequest("source_key must match [A-Za-z0-9_.:-]{1,128}.", field="source_key")
@@ -122,7 +111,7 @@ class DocumentApi(_PushApi):
     body_max_bytes = PUSH_BODY_MAX_BYTES
 
     def put(self, request: Request, kb_id: str, source_key: str) -> Response:
-        kb = _writable_kb(kb_id, request.auth)
+        kb = knowledge_base_writable_for_client(kb_id=kb_id, client=request.auth)
         source_key = _checked_source_key(source_key)
         data = validate_strict(DocumentInput, request.data)
         result = document_put(
@@ -140,7 +129,7 @@ class DocumentApi(_PushApi):
         )
 
     def delete(self, request: Request, kb_id: str, source_key: str) -> Response:
-        kb = _writable_kb(kb_id, request.auth)
+        kb = knowledge_base_writable_for_client(kb_id=kb_id, client=request.auth)
         source_key = _checked_source_key(source_key)
         if not document_delete(kb=kb, source_key=source_key, actor=_client_actor(request.auth)):
             raise NotFound("Unknown document.")
@@ -156,7 +145,7 @@ class DocumentListApi(_PushApi):
     """
 
     def get(self, request: Request, kb_id: str) -> Response:
-        kb = _writable_kb(kb_id, request.auth)
+        kb = knowledge_base_writable_for_client(kb_id=kb_id, client=request.auth)
         limit, cursor = _list_params(request)
         rows = Document.objects.filter(kb=kb)
         if cursor is not None:

@@ -23,11 +23,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import ValidationError
-from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -37,15 +35,24 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.config import FUSION_DEFAULTS, route_effective
 from agent_runtime.models import Route
-from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.forms import EnabledForm
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page
 from knowledge import parsing
-from knowledge.chunking import sanitize_content
-from knowledge.models import KB_ID_RE, SOURCE_KEY_RE, TITLE_MAX_CHARS, Chunk, Document, KnowledgeBase
+from knowledge.console.forms import (
+    DocumentFilterForm,
+    DocumentPasteForm,
+    DocumentUploadForm,
+    HitTestForm,
+    KnowledgeBaseDeleteForm,
+    UploadSizeCap,
+    coded_error,
+    error_text,
+    max_upload_mib,
+)
+from knowledge.models import KB_ID_RE, Chunk, Document, KnowledgeBase
 from knowledge.selectors.search import SearchResult, knowledge_search_bases
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
 from knowledge.services.documents import document_delete, document_put
@@ -56,8 +63,6 @@ MANAGE_PERMISSION = "knowledge.manage_knowledgebase"
 
 GENERATED_KEY_PREFIX = "console:"
 EXCERPT_CHARS = 280
-HIT_TEST_MAX_QUERY_CHARS = 1000
-HIT_TEST_MAX_LIMIT = 20
 CHUNKS_PER_PAGE = 50
 
 DOCUMENT_TONES = {"ready": "ok", "embedding": "warn", "error": "bad"}
@@ -69,31 +74,6 @@ LANE_CHOICES = {
     "vector": ("vector",),
 }
 
-# Operator-facing text per stable error code; a form error carries the code, the page shows this.
-ERROR_TEXT = {
-    "unsupported_document_type": "This file type is not supported: upload .txt, .md, .html, .pdf or .docx "
-    "(the file's contents must match its extension).",
-    "document_unreadable": "The file could not be read: it is damaged or encrypted.",
-    "document_encoding_invalid": "The text file is not valid UTF-8; save it as UTF-8 and upload it again.",
-    "document_too_large": "The document is too large: at most {max_chars} characters of text and "
-    "{max_mib} MiB per file.",
-    "document_empty": "The document has no text (markup, scripts and embedded images are removed).",
-    "source_key_invalid": "Use 1–128 letters, digits and the characters _ . : - (no spaces).",
-    "delete_not_confirmed": "Type the knowledge base ID exactly to confirm.",
-}
-
-
-def error_text(code: str) -> str:
-    """The message shown for an error ``code`` (the code itself when this page has no text for it)."""
-    template = ERROR_TEXT.get(code)
-    if template is None:
-        return f"The document was refused ({code})."
-    return template.format(max_chars=f"{parsing.MAX_TEXT_CHARS:,}", max_mib=max_upload_mib())
-
-
-def max_upload_mib() -> int:
-    return parsing.MAX_FILE_BYTES // (1024 * 1024)
-
 
 def kb_or_404(kb_id: str, queryset: QuerySet[KnowledgeBase] | None = None) -> KnowledgeBase:
     """The knowledge base a URL names, or 404. A segment that cannot be a ``kb_id`` (a NUL byte,
@@ -102,10 +82,6 @@ def kb_or_404(kb_id: str, queryset: QuerySet[KnowledgeBase] | None = None) -> Kn
     if KB_ID_RE.fullmatch(kb_id) is None:
         raise Http404("No such knowledge base.")
     return get_object_or_404(KnowledgeBase.objects.all() if queryset is None else queryset, kb_id=kb_id)
-
-
-def coded_error(code: str) -> ValidationError:
-    return ValidationError(error_text(code), code=code)
 
 
 def generated_source_key() -> str:
@@ -166,143 +142,6 @@ def embedding_cell(kb: KnowledgeBase) -> tables.Cell:
     if not kb.has_embeddings:
         return tables.Cell("none", kind="mono", sub="lexical only")
     return tables.Cell(kb.embedding_provider, kind="mono", sub=f"{kb.embedding_model} · {kb.embedding_dim}")
-
-
-# --- forms ------------------------------------------------------------------------------------------------
-class SourceKeyField(forms.CharField):
-    """An optional document key; empty means "generate one"."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(
-            required=False,
-            max_length=128,
-            label="Source key",
-            help_text="Stable ID of the document in this knowledge base; an existing key is replaced. "
-            "Empty: a new key console:<12 hex> is generated.",
-            widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
-            **kwargs,
-        )
-
-    def validate(self, value: str) -> None:
-        super().validate(value)
-        if value and SOURCE_KEY_RE.fullmatch(value) is None:
-            raise coded_error("source_key_invalid")
-
-
-class DocumentPasteForm(forms.Form):
-    title = forms.CharField(max_length=TITLE_MAX_CHARS)
-    source_key = SourceKeyField()
-    content_type = forms.ChoiceField(
-        choices=Document.ContentType.choices,
-        initial=Document.ContentType.MARKDOWN,
-        label="Format",
-        help_text="HTML is converted to Markdown; scripts, styles and embedded images are removed.",
-    )
-    # Not stripped here: the service's sanitizer decides what whitespace means for each format.
-    content = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}))
-
-    def clean_content(self) -> str:
-        # A textarea submits CRLF line ends; keep the text the operator sees.
-        return self.cleaned_data["content"].replace("\r\n", "\n")
-
-    def clean(self) -> dict[str, Any]:
-        """Measure what ``document_put`` will store (the same sanitizer and HTML flag, as
-        ``knowledge.parsing`` does for files): too long is refused, never truncated; nothing left
-        after cleaning (only markup, scripts or images) is refused too."""
-        data = super().clean()
-        content, content_type = data.get("content"), data.get("content_type")
-        if content is None or not content_type:
-            return data
-        stored = sanitize_content(content, html={"html": True, "text": False}.get(content_type))
-        if utf16_length(stored) > parsing.MAX_TEXT_CHARS:
-            self.add_error("content", coded_error("document_too_large"))
-        elif not stored:
-            self.add_error("content", coded_error("document_empty"))
-        return data
-
-
-class DocumentUploadForm(forms.Form):
-    file = forms.FileField(
-        label="File",
-        allow_empty_file=True,
-        help_text=".txt, .md, .html, .pdf or .docx.",
-        widget=forms.ClearableFileInput(attrs={"accept": ".txt,.md,.markdown,.html,.htm,.pdf,.docx"}),
-    )
-    title = forms.CharField(
-        required=False,
-        max_length=TITLE_MAX_CHARS,
-        help_text="Empty: the file's own title (first heading, PDF or DOCX title, or the file name).",
-    )
-    source_key = SourceKeyField()
-
-
-class KnowledgeBaseDeleteForm(forms.Form):
-    confirm = forms.CharField(max_length=64, label="Knowledge base ID")
-
-
-class DocumentFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False, choices=[("", "any status"), *Document.Status.choices])
-
-
-class HitTestForm(forms.Form):
-    """The hit test's query. ``limit`` and ``lanes`` may be left out of a URL (defaults apply)."""
-
-    DEFAULT_LIMIT = 10
-    DEFAULT_LANES = "hybrid"
-
-    q = forms.CharField(
-        max_length=HIT_TEST_MAX_QUERY_CHARS,
-        label="Query",
-        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "a question an agent might ask"}),
-    )
-    limit = forms.IntegerField(
-        required=False, min_value=1, max_value=HIT_TEST_MAX_LIMIT, initial=DEFAULT_LIMIT, label="Hits"
-    )
-    lanes = forms.ChoiceField(
-        required=False,
-        choices=[
-            ("hybrid", "lexical + vector"),
-            ("lexical", "lexical only"),
-            ("vector", "vector only"),
-        ],
-        initial=DEFAULT_LANES,
-        label="Lanes",
-    )
-
-    def clean_limit(self) -> int:
-        return self.cleaned_data["limit"] or self.DEFAULT_LIMIT
-
-    def clean_lanes(self) -> str:
-        return self.cleaned_data["lanes"] or self.DEFAULT_LANES
-
-
-# --- upload size cap -------------------------------------------------------------------------------------
-class UploadSizeCap(FileUploadHandler):
-    """Stops receiving a file as soon as it exceeds ``parsing.MAX_FILE_BYTES``.
-
-    Without it Django would spool any size to a temporary file before the form could refuse it. The
-    rest of the request body is read and discarded (``connection_reset=False``) so the browser gets
-    the form back with the error instead of a reset connection.
-    """
-
-    def __init__(self, request: HttpRequest, max_bytes: int) -> None:
-        super().__init__(request)
-        self.max_bytes = max_bytes
-        self.received = 0
-
-    def new_file(self, *args: Any, **kwargs: Any) -> None:
-        super().new_file(*args, **kwargs)
-        self.received = 0
-
-    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
-        self.received += len(raw_data)
-        if self.received > self.max_bytes:
-            self.request.upload_too_large = True
-            raise StopUpload(connection_reset=False)
-        return raw_data
-
-    def file_complete(self, file_size: int) -> None:
-        return None
 
 
 # --- list and detail --------------------------------------------------------------------------------------

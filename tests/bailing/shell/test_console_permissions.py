@@ -225,7 +225,7 @@ def test_nav_shows_only_permitted_sections(world, approver, auditor):
 
 
 # --- every console URL, read from the URLconf ------------------------------------------------------------
-# A page added to bailing/console/urls.py without an entry here fails
+# A page added to any console urls module without an entry here fails
 # ``test_every_console_url_is_in_the_matrix``; one added without a permission check fails the
 # anonymous and no-permission tests below, which request every URL the URLconf has.
 

@@ -150,3 +150,19 @@ class AssistantMessageConflict(ApiError):
     code = "assistant_message_conflict"
     http_status = 409
     default_message = "assistant_message_id is already bound to a different run."
+
+
+# --- Agent API v1: governed tool invocations (spec "Tool invocation and recovery") ------------------------
+class InvocationConflict(ApiError):
+    """The ``invocation_id`` is already bound to a different call (route, tool, arguments, revision or
+    run): an invocation id names one call forever."""
+
+    code = "invocation_conflict"
+    http_status = 409
+    default_message = "This invocation_id is already bound to a different call."
+
+
+class InvocationNotFound(ApiError):
+    code = "invocation_not_found"
+    http_status = 404
+    default_message = "The invocation was not found for this agent session."

@@ -226,3 +226,11 @@ AGENT_AUTH_CREATE_WINDOW = 60
 AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=60)
 # Threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: all cores).
 BAILING_EMBEDDING_THREADS = env.int("BAILING_EMBEDDING_THREADS", default=0)
+
+# --- Governed tool invocations and approvals ---------------------------------------------------------
+# An approval left undecided this long acts as denied (0 = approvals never expire).
+BAILING_APPROVAL_TTL_SECONDS = env.int("BAILING_APPROVAL_TTL_SECONDS", default=0)
+# Approval webhook attempts: seconds to wait before each (retries on network errors, 5xx and 429).
+BAILING_APPROVAL_NOTIFY_DELAYS = [
+    float(value) for value in env.list("BAILING_APPROVAL_NOTIFY_DELAYS", default=["0", "2", "10"])
+]

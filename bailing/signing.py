@@ -106,8 +106,13 @@ def tool_request_message(
     return f"{timestamp}.{method.upper()}.{path_with_query}.{body_hash}.{on_behalf_of}.{job_id}".encode()
 
 
+def header_value_valid(value: object) -> bool:
+    """Can ``value`` travel in a signed header (subject, job id, path): printable ASCII only."""
+    return isinstance(value, str) and _HEADER_VALUE_RE.fullmatch(value) is not None
+
+
 def _check_header_value(name: str, value: str) -> None:
-    if not isinstance(value, str) or not _HEADER_VALUE_RE.fullmatch(value):
+    if not header_value_valid(value):
         raise ValueError(f"{name} must be printable ASCII")
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from agent_runtime.api import runtime_views, views
+from agent_runtime.api import invocation_views, runtime_views, views
 
 urlpatterns = [
     path("workspaces", views.WorkspaceListApi.as_view(), name="agent-workspaces"),
@@ -18,6 +18,23 @@ urlpatterns = [
     # Agent Client Runtime turns and runs (agent_runtime.api.runtime_views).
     path("workspaces/<str:route>/turns", runtime_views.TurnCreateApi.as_view(), name="agent-turns"),
     path("runs/<str:run_id>/complete", runtime_views.RunCompleteApi.as_view(), name="agent-run-complete"),
+    # Governed tool invocations (agent_runtime.api.invocation_views). The fixed path comes before the id.
+    path("tool-invocations", invocation_views.InvocationCreateApi.as_view(), name="agent-tool-invocations"),
+    path(
+        "tool-invocations/inspection-capabilities",
+        invocation_views.InspectionCapabilitiesApi.as_view(),
+        name="agent-tool-invocation-inspection",
+    ),
+    path(
+        "tool-invocations/<str:invocation_id>/resume",
+        invocation_views.InvocationResumeApi.as_view(),
+        name="agent-tool-invocation-resume",
+    ),
+    path(
+        "tool-invocations/<str:invocation_id>/receipt",
+        invocation_views.InvocationReceiptApi.as_view(),
+        name="agent-tool-invocation-receipt",
+    ),
     path(
         "task-control/capabilities",
         runtime_views.TaskControlCapabilitiesApi.as_view(),

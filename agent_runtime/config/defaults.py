@@ -145,6 +145,8 @@ def route_effective(route: Any) -> dict:
             "sources": _effective_sources(tools),
             "max_calls": tools.get("max_calls", TOOLS_DEFAULTS["max_calls"]),
             "agent_direct": _effective_agent_direct(tools.get("agent_direct") or {}),
+            # Where new approvals are announced ({type, url?, to?}); None = the hub console only.
+            "approval": dict(tools["approval"]) if isinstance(tools.get("approval"), Mapping) else None,
         },
         "agent_client": {
             "enabled": bool(agent_client.get("enabled", AGENT_CLIENT_DEFAULTS["enabled"])),

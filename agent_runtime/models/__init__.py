@@ -8,6 +8,13 @@ digests; the plaintext exists once, in the response that hands it out.
 
 from agent_runtime.models.auth import AgentAuthorization, AgentRefreshToken, AgentSession
 from agent_runtime.models.clients import Client, ClientRateWindow
+from agent_runtime.models.invocations import (
+    ApprovalNotification,
+    RateBucket,
+    ToolApproval,
+    ToolCallJournal,
+    ToolInvocation,
+)
 from agent_runtime.models.routes import Route
 from agent_runtime.models.runs import AgentConversation, AgentRun, VisibleMessage
 from agent_runtime.models.tools import ProviderTool, ToolProvider
@@ -18,10 +25,15 @@ __all__ = [
     "AgentRefreshToken",
     "AgentRun",
     "AgentSession",
+    "ApprovalNotification",
     "Client",
     "ClientRateWindow",
     "ProviderTool",
+    "RateBucket",
     "Route",
+    "ToolApproval",
+    "ToolCallJournal",
+    "ToolInvocation",
     "ToolProvider",
     "VisibleMessage",
 ]

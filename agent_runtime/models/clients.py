@@ -26,6 +26,9 @@ class Client(models.Model):
     hub_consent = models.BooleanField(default=False)
     token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True, editable=False)
     token_prefix = models.CharField(max_length=16, blank=True, default="", editable=False)
+    # A sealed copy (AES-256-GCM, see agent_runtime.secrets_box) beside the hash: the hub must sign
+    # approval webhooks and verify signed decisions with the very token the business system holds.
+    token_sealed = models.TextField(blank=True, default="", editable=False)
     token_rotated_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)

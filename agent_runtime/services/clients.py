@@ -10,9 +10,13 @@ from django.utils import timezone
 from agent_runtime.config.clients import CLIENT_FIELDS
 from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
+from agent_runtime.secrets_box import SealedSecretError, open_sealed, seal
 from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, display_prefix, new_secret, secret_hash
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
+
+# Associated data of a sealed Client Token (purpose, and the client's app_id as context).
+TOKEN_PURPOSE = "client.token"
 
 
 def client_create(*, data: dict, actor: Actor) -> Client:
@@ -44,12 +48,45 @@ def client_create(*, data: dict, actor: Actor) -> Client:
 def client_token_rotate(*, client: Client, actor: Actor) -> str:
     """Give ``client`` a new Client Token; the old one stops working at once. Returns the plaintext once."""
     token = new_secret(CLIENT_TOKEN_PREFIX)
+    _client_token_store(client=client, token=token, actor=actor)
+    return token
+
+
+def client_token_set(*, client: Client, token: str, actor: Actor) -> None:
+    """Give ``client`` a Client Token chosen elsewhere (the demo seed shares one with the Demo Shop
+    through a 0600 file). The same rules as a rotation: hashed, sealed, audited, shown nowhere."""
+    if (
+        not isinstance(token, str)
+        or not 20 <= len(token) <= 256
+        or not token.isascii()
+        or not token.isprintable()
+    ):
+        raise ValueError("a Client Token is 20-256 printable ASCII characters")
+    _client_token_store(client=client, token=token, actor=actor)
+
+
+def client_token_plaintext(client: Client) -> str | None:
+    """The client's current Client Token, for signing approval webhooks and verifying signed
+    decisions with the token the business system holds; None when no sealed copy exists (a token
+    issued before the hub kept one: rotate it) or it cannot be opened (``SECRET_KEY`` changed)."""
+    if not client.token_sealed:
+        return None
+    try:
+        return open_sealed(client.token_sealed, purpose=TOKEN_PURPOSE, context=client.app_id)
+    except SealedSecretError:
+        return None
+
+
+def _client_token_store(*, client: Client, token: str, actor: Actor) -> None:
     with transaction.atomic():
         locked = Client.objects.select_for_update().get(pk=client.pk)
         locked.token_hash = secret_hash(token)
         locked.token_prefix = display_prefix(token)
+        locked.token_sealed = seal(token, purpose=TOKEN_PURPOSE, context=locked.app_id)
         locked.token_rotated_at = timezone.now()
-        locked.save(update_fields=["token_hash", "token_prefix", "token_rotated_at", "updated_at"])
+        locked.save(
+            update_fields=["token_hash", "token_prefix", "token_sealed", "token_rotated_at", "updated_at"]
+        )
         audit_record(
             action="agent_runtime.client.token_rotated",
             actor=actor,
@@ -59,7 +96,6 @@ def client_token_rotate(*, client: Client, actor: Actor) -> str:
             data={"token_prefix": locked.token_prefix},
         )
     client.refresh_from_db()
-    return token
 
 
 def client_set_enabled(*, client: Client, enabled: bool, actor: Actor) -> Client:

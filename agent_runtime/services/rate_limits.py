@@ -1,38 +1,78 @@
-"""A client's shared per-minute request bucket (``Client.rate_limit_per_min``; 0 = unlimited).
+"""Fixed-window rate limits in PostgreSQL: the client's shared bucket and the dispatch limits of tools
+and providers.
 
-Upstream counts a client's calls on its business surfaces — knowledge search, the push API — in one
-bucket per client. Here the bucket is a fixed one-minute window in PostgreSQL
-(``ClientRateWindow``): one atomic upsert per request returns the new count, so the limit holds
-across gunicorn workers and hosts and survives restarts. Every request that authenticated counts,
-including ones later refused (as upstream). Past the limit: 429 ``rate_limited`` with
-``Retry-After`` = seconds until the window ends.
+* ``Client.rate_limit_per_min`` (0 = unlimited): one bucket per client for everything it calls on the
+  business and agent surfaces (knowledge search, the push API, tool invocations). Every request that
+  authenticated counts, including ones later refused. Past the limit the push API answers 429
+  ``rate_limited``; a tool invocation answers ``rejected_before_dispatch`` with ``retry_after_ms``
+  (docs/protocol.md "Rate limits").
+* Tool dispatch: an ACC ``execution.rate_limit`` (``count`` per ``1s|1m|1h|1d``) per tool and the
+  provider's ``rate_limit_per_min`` across all its tools (0 = unlimited), counted when a request is
+  about to be sent.
+
+Each check is one atomic ``INSERT … ON CONFLICT DO UPDATE … RETURNING`` of the window's count, so a
+limit holds across gunicorn workers and hosts and survives restarts. Windows are fixed (aligned to the
+epoch), not sliding; old windows are deleted now and then by the request that opens a new one.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.db import connection
 from django.utils import timezone
 
-from agent_runtime.models import Client, ClientRateWindow
+from agent_runtime.models import Client, ClientRateWindow, RateBucket
 from bailing.api.errors import RateLimited
 
 WINDOW_SECONDS = 60
 # Windows older than this are deleted now and then by the request that opens a new window.
 _KEEP = timedelta(minutes=10)
+ACC_WINDOWS = {"1s": 1, "1m": 60, "1h": 3600, "1d": 86400}
 
 
-def client_rate_consume(*, client: Client) -> None:
-    """Count one request of ``client``; raise 429 ``rate_limited`` when its minute is over the limit."""
+@dataclass(frozen=True)
+class RateLimitHit:
+    """A limit that was exceeded: which, how much, and how long until its window ends."""
+
+    level: str  # client | tool | provider
+    source: str  # client_rate_limit | declaration | provider_total
+    count: int
+    window_sec: int
+    retry_after_ms: int
+
+    def as_dict(self) -> dict:
+        """The invocation result's ``rate_limit`` object."""
+        scope = "client" if self.level == "client" else "tool_provider_shared"
+        return {
+            "level": self.level,
+            "count": self.count,
+            "window_sec": self.window_sec,
+            "scope": scope,
+            "source": self.source,
+        }
+
+
+def _window(now: datetime, seconds: int) -> tuple[datetime, datetime]:
+    epoch = now.timestamp()
+    start_epoch = math.floor(epoch) - math.floor(epoch) % seconds
+    start = now.replace(microsecond=0) - timedelta(seconds=math.floor(epoch) - start_epoch)
+    return start, start + timedelta(seconds=seconds)
+
+
+def _retry_after_ms(now: datetime, end: datetime) -> int:
+    return max(1, math.ceil((end - now).total_seconds() * 1000))
+
+
+def client_rate_check(*, client: Client) -> RateLimitHit | None:
+    """Count one request of ``client``; the hit when its minute is over the limit, else None."""
     limit = client.rate_limit_per_min
     if limit <= 0:
-        return
+        return None
     now = timezone.now()
-    epoch = int(now.timestamp())
-    start = epoch - epoch % WINDOW_SECONDS
-    window_start = now.replace(microsecond=0) - timedelta(seconds=epoch - start)
+    window_start, window_end = _window(now, WINDOW_SECONDS)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -48,5 +88,56 @@ def client_rate_consume(*, client: Client) -> None:
     if count == 1:
         ClientRateWindow.objects.filter(client=client, window_start__lt=window_start - _KEEP).delete()
     if count > limit:
-        retry_after = math.ceil((window_start + timedelta(seconds=WINDOW_SECONDS) - now).total_seconds())
-        raise RateLimited(retry_after=max(1, retry_after))
+        return RateLimitHit(
+            "client", "client_rate_limit", limit, WINDOW_SECONDS, _retry_after_ms(now, window_end)
+        )
+    return None
+
+
+def client_rate_consume(*, client: Client) -> None:
+    """Count one request of ``client``; raise 429 ``rate_limited`` when its minute is over the limit."""
+    hit = client_rate_check(client=client)
+    if hit is not None:
+        raise RateLimited(retry_after=max(1, math.ceil(hit.retry_after_ms / 1000)))
+
+
+def _bucket_consume(key: str, window_seconds: int) -> tuple[int, datetime, datetime]:
+    now = timezone.now()
+    window_start, window_end = _window(now, window_seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {RateBucket._meta.db_table} (key, window_start, count)
+            VALUES (%s, %s, 1)
+            ON CONFLICT (key, window_start)
+            DO UPDATE SET count = {RateBucket._meta.db_table}.count + 1
+            RETURNING count
+            """,  # noqa: S608 - the table name is the model's constant; values are parameters
+            [key, window_start],
+        )
+        (count,) = cursor.fetchone()
+    if count == 1:
+        RateBucket.objects.filter(
+            key=key, window_start__lt=window_start - max(_KEEP, 2 * (window_end - window_start))
+        ).delete()
+    return count, now, window_end
+
+
+def dispatch_rate_check(
+    *, provider: str, tool: str, tool_limit: dict | None, provider_per_min: int
+) -> RateLimitHit | None:
+    """Count one dispatch of ``tool``: its ACC limit first, then the provider's per-minute total."""
+    if tool_limit:
+        seconds = ACC_WINDOWS[tool_limit["window"]]
+        count, now, end = _bucket_consume(f"tool:{provider}:{tool}:{tool_limit['window']}", seconds)
+        if count > tool_limit["count"]:
+            return RateLimitHit(
+                "tool", "declaration", tool_limit["count"], seconds, _retry_after_ms(now, end)
+            )
+    if provider_per_min > 0:
+        count, now, end = _bucket_consume(f"provider:{provider}", WINDOW_SECONDS)
+        if count > provider_per_min:
+            return RateLimitHit(
+                "provider", "provider_total", provider_per_min, WINDOW_SECONDS, _retry_after_ms(now, end)
+            )
+    return None

@@ -94,6 +94,22 @@ class RequestBodyTooLarge(ApiError):
             observed_bytes=observed_bytes,
         )
 
+    @classmethod
+    def arguments(cls, *, max_bytes: int, actual_bytes: int) -> RequestBodyTooLarge:
+        """Tool ``arguments`` over their own budget: the same code, ``limit_scope: "arguments"`` and
+        the exact ``actual_bytes`` (UTF-8 bytes of ``JSON.stringify(arguments)``)."""
+        error = cls(
+            max_bytes=max_bytes, observed_bytes=0, message="The tool arguments are larger than allowed."
+        )
+        error.extra = {
+            "origin": "core",
+            "dispatch": "not_dispatched",
+            "limit_scope": "arguments",
+            "max_bytes": max_bytes,
+            "actual_bytes": actual_bytes,
+        }
+        return error
+
 
 class RateLimited(ApiError):
     code = "rate_limited"

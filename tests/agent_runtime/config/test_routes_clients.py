@@ -677,6 +677,7 @@ EFFECTIVE_DEFAULTS = {
             "force_approval_tools": [],
             "deprecated_unattended_write_tools": [],
         },
+        "approval": None,
     },
     "agent_client": {"enabled": False, "instructions": "", "active_tool_limit": 8, "system_info": None},
 }

@@ -1,0 +1,272 @@
+"""One signed business request for a compiled tool, and what came of it (docs/protocol.md "Dispatch").
+
+No database here: :func:`dispatch_request_build` turns a tool and its (already validated) arguments into
+the exact bytes to send, :func:`dispatch_send` sends them and classifies the outcome. The request is
+what BailingHub business systems expect:
+
+* URL = provider ``base_url`` + the spec path with path parameters encoded like JavaScript's
+  ``encodeURIComponent`` + the query parameters in argument order, each ``String(value)``, encoded like
+  ``URLSearchParams`` (null values are left out); the signature covers exactly this path and query.
+* Body: for every method but GET and HEAD, ``JSON.stringify`` of the body-located arguments (``{}``
+  when there are none), with the tool's JSON media type; GET and HEAD send no body.
+* Headers: ``X-Bailing-Timestamp`` (seconds) and ``X-Bailing-Signature`` over
+  ``<ts>.<METHOD>.<path?query>.<sha256(body)>.<on-behalf-of>.<job id>``, ``X-Bailing-Job-Id``,
+  ``X-Bailing-Client``, ``X-Bailing-Tool-Scope``, ``X-Bailing-On-Behalf-Of`` when there is a subject,
+  ``X-Bailing-Idempotency-Key`` for every tool that is not read-only, and the declared header
+  parameters.
+
+Outcomes: a response with a status is *answered* (2xx executed, anything else business-rejected); a
+connection that could not be opened is *not sent*; anything after the connection was opened that left
+no complete response (timeout, reset, a body cut short or unreadable) is *unknown*, and is never sent
+again (docs/protocol.md "Unknown outcomes"). Redirects are not followed; proxies are never used.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from agent_runtime.tools.compiler import CompiledTool
+from bailing.api.jsjson import js_number, js_stringify
+from bailing.signing import (
+    CLIENT_HEADER,
+    IDEMPOTENCY_KEY_HEADER,
+    TOOL_SCOPE_HEADER,
+    header_value_valid,
+    sign_tool_request,
+)
+
+RESULT_TEXT_MAX_CHARS = 8192
+# A response body beyond this is not read further (the result text keeps 8,192 characters anyway).
+RESPONSE_READ_MAX_BYTES = 1024 * 1024
+_BODYLESS = frozenset({"GET", "HEAD"})
+# ``encodeURIComponent`` leaves these unescaped besides letters and digits.
+_URI_COMPONENT_SAFE = "-_.!~*'()"
+# ``application/x-www-form-urlencoded`` (URLSearchParams) leaves these bytes as they are.
+_FORM_SAFE = frozenset(b"*-._0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+OUTCOME_ANSWERED = "answered"
+OUTCOME_NOT_SENT = "not_sent"
+OUTCOME_UNKNOWN = "unknown"
+
+
+class DispatchBuildError(Exception):
+    """The arguments cannot be put on the wire (e.g. a header value with a line break): the call is
+    refused before dispatch with this stable ``code``."""
+
+    def __init__(self, code: str, field: str = ""):
+        self.code = code
+        self.field = field
+        super().__init__(code)
+
+
+@dataclass(frozen=True)
+class DispatchRequest:
+    method: str
+    url: str
+    path_with_query: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    """``kind`` is answered / not_sent / unknown; ``error`` names why when not answered."""
+
+    kind: str
+    status: int | None = None
+    text: str = ""
+    error: str = ""
+    duration_ms: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == OUTCOME_ANSWERED and self.status is not None and 200 <= self.status < 300
+
+
+def js_string(value: Any) -> str:
+    """JavaScript's ``String(value)`` for decoded JSON values."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return js_number(value)
+    if isinstance(value, list):
+        return ",".join("" if item is None else js_string(item) for item in value)
+    return "[object Object]"
+
+
+def _form_encode(text: str) -> str:
+    out = []
+    for byte in text.encode("utf-8"):
+        if byte in _FORM_SAFE:
+            out.append(chr(byte))
+        elif byte == 0x20:
+            out.append("+")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
+
+
+def result_text(raw: str) -> str:
+    """A business response body as the agent sees it: control characters become spaces, at most
+    8,192 characters (the result's bound)."""
+    cleaned = "".join(" " if (ord(ch) < 0x20 and ch not in "\t\n\r") or ord(ch) == 0x7F else ch for ch in raw)
+    return cleaned.strip()[:RESULT_TEXT_MAX_CHARS]
+
+
+def dispatch_request_build(
+    *,
+    tool: CompiledTool,
+    arguments: dict[str, Any],
+    base_url: str,
+    secret: str,
+    job_id: str,
+    client_app_id: str,
+    on_behalf_of: str,
+    idempotency_key: str | None,
+    timestamp: int | None = None,
+) -> DispatchRequest:
+    """The exact request for ``tool`` with ``arguments`` (module docstring). Raises
+    :class:`DispatchBuildError` for arguments that cannot be sent as they are."""
+    path = tool.path
+    query: list[str] = []
+    body: dict[str, Any] = {}
+    extra_headers: dict[str, str] = {}
+    for name, value in arguments.items():
+        location = tool.param_locations.get(name, "body")
+        if location == "path":
+            path = path.replace("{" + name + "}", quote(js_string(value), safe=_URI_COMPONENT_SAFE))
+        elif location == "query":
+            if value is not None:
+                query.append(f"{_form_encode(name)}={_form_encode(js_string(value))}")
+        elif location == "header":
+            if value is None:
+                continue
+            text = js_string(value)
+            if not header_value_valid(text):
+                raise DispatchBuildError("header_value_invalid", name)
+            extra_headers[name] = text
+        else:
+            body[name] = value
+    path_with_query = path + ("?" + "&".join(query) if query else "")
+    if not header_value_valid(path_with_query):
+        raise DispatchBuildError("path_invalid")
+    method = tool.method.upper()
+    raw_body = b"" if method in _BODYLESS else js_stringify(body).encode("utf-8")
+    headers = sign_tool_request(
+        secret=secret,
+        method=method,
+        path_with_query=path_with_query,
+        body=raw_body,
+        on_behalf_of=on_behalf_of,
+        job_id=job_id,
+        timestamp=timestamp,
+    )
+    headers[CLIENT_HEADER] = client_app_id
+    headers[TOOL_SCOPE_HEADER] = tool.scope
+    if idempotency_key is not None:
+        headers[IDEMPOTENCY_KEY_HEADER] = idempotency_key
+    if raw_body:
+        headers["Content-Type"] = (tool.request_body or {}).get("media_type") or "application/json"
+    headers["Accept"] = "application/json"
+    # Declared header parameters cannot override the hub's own headers (the compiler refuses
+    # X-Bailing-* and connection headers as parameters).
+    for name, value in extra_headers.items():
+        headers.setdefault(name, value)
+    return DispatchRequest(
+        method=method,
+        url=base_url.rstrip("/") + path_with_query,
+        path_with_query=path_with_query,
+        headers=headers,
+        body=raw_body,
+    )
+
+
+def _decode(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        # A JSON body is shown compact: the agent reads data, not the business system's whitespace.
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return text
+
+
+def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutcome:
+    """Send ``request`` on a fresh connection within ``timeout_ms`` overall and classify the outcome.
+
+    A fresh connection per call: a reused keep-alive connection that the server closed would fail
+    after the request was written, making an unsent call look uncertain.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_ms / 1000
+
+    def remaining() -> float:
+        return max(0.001, deadline - time.monotonic())
+
+    def elapsed_ms() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    limits = httpx.Limits(max_keepalive_connections=0)
+    with httpx.Client(
+        follow_redirects=False, trust_env=False, limits=limits, timeout=httpx.Timeout(remaining())
+    ) as client:
+        http_request = client.build_request(
+            request.method, request.url, headers=request.headers, content=request.body or None
+        )
+        try:
+            response = client.send(http_request, stream=True)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            return DispatchOutcome(OUTCOME_NOT_SENT, error="business_unreachable", duration_ms=elapsed_ms())
+        except httpx.TimeoutException:
+            return DispatchOutcome(OUTCOME_UNKNOWN, error="timeout", duration_ms=elapsed_ms())
+        except httpx.TransportError:
+            return DispatchOutcome(OUTCOME_UNKNOWN, error="connection_lost", duration_ms=elapsed_ms())
+        try:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size <= RESPONSE_READ_MAX_BYTES:
+                    chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    return DispatchOutcome(
+                        OUTCOME_UNKNOWN,
+                        status=response.status_code,
+                        error="timeout",
+                        duration_ms=elapsed_ms(),
+                    )
+                if size > RESPONSE_READ_MAX_BYTES:
+                    break
+        except httpx.TimeoutException:
+            return DispatchOutcome(
+                OUTCOME_UNKNOWN, status=response.status_code, error="timeout", duration_ms=elapsed_ms()
+            )
+        except httpx.HTTPError:
+            return DispatchOutcome(
+                OUTCOME_UNKNOWN,
+                status=response.status_code,
+                error="body_unreadable",
+                duration_ms=elapsed_ms(),
+            )
+        finally:
+            response.close()
+    raw = b"".join(chunks)[:RESPONSE_READ_MAX_BYTES]
+    return DispatchOutcome(
+        OUTCOME_ANSWERED,
+        status=response.status_code,
+        text=result_text(_decode(raw)),
+        duration_ms=elapsed_ms(),
+        extra={"truncated": size > RESPONSE_READ_MAX_BYTES},
+    )

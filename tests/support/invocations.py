@@ -1,0 +1,128 @@
+"""Set-ups for governed-invocation tests: a workspace whose tools come from a live business system
+(the Demo Shop process, or the chaos business server), a signed-in agent session, and helpers that
+call the real endpoints."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any
+
+
+from agent_runtime.config import validate_route_config
+from agent_runtime.models import ToolProvider
+from agent_runtime.selectors.catalog import route_catalog
+from agent_runtime.services.clients import client_token_rotate
+from agent_runtime.services.config_apply import route_upsert
+from agent_runtime.services.providers import provider_refresh, provider_set_secret
+from bailing.audit.actor import Actor
+from tests.factories import AgentSessionFactory, ClientFactory
+
+INVOKE_URL = "/agent-api/v1/tool-invocations"
+
+
+def new_invocation_id() -> str:
+    return secrets.token_hex(32)
+
+
+def resume_url(invocation_id: str) -> str:
+    return f"{INVOKE_URL}/{invocation_id}/resume"
+
+
+def receipt_url(invocation_id: str) -> str:
+    return f"{INVOKE_URL}/{invocation_id}/receipt"
+
+
+def provider_for(*, name: str, base_url: str, secret: str, timeout_ms: int = 5000, rate_limit: int = 0) -> ToolProvider:
+    """A URL provider on ``base_url`` with ``secret``, refreshed now (signed spec fetch)."""
+    provider, _ = ToolProvider.objects.update_or_create(
+        name=name,
+        defaults={
+            "base_url": base_url,
+            "spec_source": ToolProvider.SpecSource.URL,
+            "timeout_ms": timeout_ms,
+            "rate_limit_per_min": rate_limit,
+        },
+    )
+    provider_set_secret(provider=provider, secret=secret, actor=Actor.system("tests"))
+    outcome = provider_refresh(provider=provider, actor=Actor.system("tests"))
+    assert outcome.status == "ok", outcome
+    provider.refresh_from_db()
+    return provider
+
+
+def workspace(
+    *,
+    route_key: str,
+    provider: str,
+    write_tools: list[str],
+    force_approval: list[str] | None = None,
+    approval: dict[str, Any] | None = None,
+    max_calls: int = 5,
+    permission: str = "readwrite",
+):
+    """A workspace exposing ``provider``'s tools to agents, with these writes."""
+    direct: dict[str, Any] = {"enabled": True, "write_tools": write_tools}
+    if force_approval:
+        direct["force_approval_tools"] = force_approval
+    tools: dict[str, Any] = {"sources": [{"provider": provider, "allow": ["*"]}], "max_calls": max_calls, "agent_direct": direct}
+    if approval:
+        tools["approval"] = approval
+    data = validate_route_config(
+        {
+            "route_key": route_key,
+            "name": f"Workspace {route_key}",
+            "permission": permission,
+            "tools": tools,
+            "agent_client": {"enabled": True},
+        },
+        path="route",
+    )
+    route, _ = route_upsert(data=data, actor=Actor.system("tests"))
+    return route
+
+
+def agent(*, route_key: str, on_behalf_of: str = "alice", app_id: str | None = None, rate_limit: int = 0):
+    """A hub-consent agent client with a Client Token, and a live session in ``route_key``."""
+    client = ClientFactory(
+        app_id=app_id or f"agent-{uuid.uuid4().hex[:8]}",
+        hub_consent=True,
+        allowed_routes=[route_key],
+        rate_limit_per_min=rate_limit,
+    )
+    token = client_token_rotate(client=client, actor=Actor.system("tests"))
+    session = AgentSessionFactory(
+        client=client, allowed_routes=[route_key], on_behalf_of=on_behalf_of, principal={"id": on_behalf_of}
+    )
+    session._client_token = token
+    return session
+
+
+def revision(session, route_key: str) -> str:
+    from agent_runtime.identity import AgentIdentity
+    from agent_runtime.models import Route
+
+    identity = AgentIdentity(session=session, client=session.client)
+    return route_catalog(route=Route.objects.get(route_key=route_key), identity=identity).revision
+
+
+def invoke_body(session, route_key: str, tool: str, arguments: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    body = {
+        "invocation_id": new_invocation_id(),
+        "route": route_key,
+        "tool": tool,
+        "arguments": arguments,
+        "capability_revision": revision(session, route_key),
+    }
+    body.update(overrides)
+    return body
+
+
+def post(api_client, session, url: str, body: Any, **extra):
+    return api_client.post(url, body, format="json", HTTP_AUTHORIZATION=f"Bearer {session._access}", **extra)
+
+
+def get(api_client, session, url: str):
+    return api_client.get(url, HTTP_AUTHORIZATION=f"Bearer {session._access}")
+
+

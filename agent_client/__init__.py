@@ -338,6 +338,82 @@ class ReferenceAgentClient:
             if cursor is None:
                 return "".join(p["content"] for p in pages), pages
 
+    # -- governed tool invocations (bailing.agent-tool-invocation.v1) --------------------------------
+    # An invocation id names one call forever: a host keeps it and resumes the same call (after an
+    # approval, or when the outcome was not learnt) instead of sending a replacement write.
+
+    def capability_revision(self, route: str) -> str:
+        profile = self._call(
+            "GET", f"/agent-api/v1/workspaces/{route}/bootstrap", expect=200, bearer=self.access_token
+        )
+        return profile["capabilities"]["revision"]
+
+    def invoke(
+        self,
+        route: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        capability_revision: str | None = None,
+        invocation_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict:
+        """Call ``tool`` once; the result says ``executed``, ``awaiting_approval``, … (never raises for
+        a result state; HTTP errors raise :class:`AgentAuthError` with the error code)."""
+        body: dict[str, Any] = {
+            "invocation_id": invocation_id or secrets.token_hex(32),
+            "route": route,
+            "tool": tool,
+            "arguments": arguments,
+            "capability_revision": capability_revision or self.capability_revision(route),
+        }
+        if run_id is not None:
+            body["agent_run_id"] = run_id
+        return self._invocation_result(
+            self._call(
+                "POST", "/agent-api/v1/tool-invocations", expect=200, json=body, bearer=self.access_token
+            )
+        )
+
+    def resume(self, invocation_id: str) -> dict:
+        return self._invocation_result(
+            self._call(
+                "POST",
+                f"/agent-api/v1/tool-invocations/{invocation_id}/resume",
+                expect=200,
+                json={},
+                bearer=self.access_token,
+            )
+        )
+
+    def receipt(self, invocation_id: str) -> dict:
+        """The read-only receipt; refuses a hub that does not advertise the inspection contract."""
+        capabilities = self._call(
+            "GET",
+            "/agent-api/v1/tool-invocations/inspection-capabilities",
+            expect=200,
+            bearer=self.access_token,
+        )
+        if capabilities.get(
+            "receipt_schema"
+        ) != "bailing.agent-invocation-receipt.v1" or not capabilities.get("read_only"):
+            raise AssertionError("the hub does not offer read-only invocation receipts")
+        receipt = self._call(
+            "GET",
+            f"/agent-api/v1/tool-invocations/{invocation_id}/receipt",
+            expect=200,
+            bearer=self.access_token,
+        )
+        if receipt.get("schema_version") != "bailing.agent-invocation-receipt.v1":
+            raise AssertionError("unknown receipt schema")
+        return receipt
+
+    @staticmethod
+    def _invocation_result(result: Any) -> dict:
+        if not isinstance(result, dict) or result.get("schema_version") != "bailing.agent-tool-invocation.v1":
+            raise AssertionError("unknown invocation result schema")  # never pretend success
+        return result
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.close()
@@ -361,7 +437,8 @@ def _print_json(label: str, value: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``login``: sign in through the browser, then show the workspaces and the bootstrap profile.
     ``knowledge``: with tokens saved by ``login --save``, search a workspace's knowledge and read the
-    best hit."""
+    best hit. ``invoke`` / ``resume`` / ``receipt``: call a workspace tool through the hub's governed
+    path, continue it after an approval, read its receipt."""
     import argparse
     import json
     import os
@@ -377,6 +454,18 @@ def main(argv: list[str] | None = None) -> int:
     login.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the browser")
     login.add_argument("--no-browser", action="store_true", help="print the URL instead of opening it")
     login.add_argument("--save", metavar="FILE", help="write the tokens to FILE (mode 0600)")
+    invoke = sub.add_parser("invoke", help="call a workspace tool through the hub (governed)")
+    invoke.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    invoke.add_argument("--workspace", required=True, help="workspace (route key)")
+    invoke.add_argument("--id", metavar="HEX64", help="invocation id (default: a new random one)")
+    invoke.add_argument("tool", help="tool name, e.g. list_orders")
+    invoke.add_argument("arguments", nargs="?", default="{}", help="arguments as a JSON object")
+    resume = sub.add_parser("resume", help="resume an invocation (after an approval)")
+    resume.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    resume.add_argument("invocation_id", help="the invocation id printed by invoke")
+    receipt = sub.add_parser("receipt", help="read an invocation's receipt (read-only)")
+    receipt.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    receipt.add_argument("invocation_id", help="the invocation id printed by invoke")
     knowledge = sub.add_parser("knowledge", help="search a workspace's knowledge and read the best hit")
     knowledge.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
     knowledge.add_argument("--workspace", required=True, help="workspace (route key)")
@@ -384,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "knowledge":
         return _knowledge_command(args)
+    if args.command in ("invoke", "resume", "receipt"):
+        return _invocation_command(args)
 
     agent = ReferenceAgentClient(args.hub, args.client, [args.workspace], device_label=args.device)
     try:
@@ -434,6 +525,36 @@ def _knowledge_command(args: Any) -> int:
             print(text)
     except AgentAuthError as exc:
         print(f"knowledge request failed: {exc}")
+        return 1
+    finally:
+        agent.close()
+    return 0
+
+
+def _invocation_command(args: Any) -> int:
+    import json
+
+    with open(args.tokens, encoding="utf-8") as handle:
+        saved = json.load(handle)
+    agent = ReferenceAgentClient(saved["hub"], saved["client_app_id"], [])
+    agent.access_token = saved["access_token"]
+    try:
+        if args.command == "invoke":
+            arguments = json.loads(args.arguments)
+            if not isinstance(arguments, dict):
+                print("arguments must be a JSON object")
+                return 2
+            result = agent.invoke(args.workspace, args.tool, arguments, invocation_id=args.id)
+            _print_json(f"POST /agent-api/v1/tool-invocations ({args.tool})", result)
+            if result["state"] in ("awaiting_approval", "reconciliation_required", "in_progress"):
+                invocation = result["invocation_id"]
+                print(f"Resume later with: python -m agent_client resume --tokens FILE {invocation}")
+        elif args.command == "resume":
+            _print_json("POST …/resume", agent.resume(args.invocation_id))
+        else:
+            _print_json("GET …/receipt", agent.receipt(args.invocation_id))
+    except (AgentAuthError, ValueError) as exc:
+        print(f"invocation request failed: {exc}")
         return 1
     finally:
         agent.close()

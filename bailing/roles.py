@@ -1,9 +1,11 @@
 """Console roles as Django groups of model permissions.
 
 * administrator — everything the console offers (configuration, clients, sessions, knowledge
-  documents, audit, approvals).
-* approver — reads workspaces/clients/sessions/conversations/knowledge bases and decides approvals
-  (arrives with approvals).
+  documents, audit, reconciling unknown tool-call outcomes, resending approval notifications) except
+  deciding approvals, which is the approver role's.
+* approver — reads workspaces/clients/sessions/conversations/knowledge bases/invocations and decides
+  approvals of tool calls (``agent_runtime.decide_toolapproval``; never for a call made on their own
+  behalf).
 * auditor — read-only: clients, sessions, conversations, workspaces, knowledge bases, audit history.
 
 Every role may read knowledge bases and run their hit test (a read that writes nothing and is not
@@ -32,6 +34,8 @@ _READ = [
     "agent_runtime.view_agentrun",
     "agent_runtime.consent_agentauthorization",
     "knowledge.view_knowledgebase",
+    "agent_runtime.view_toolinvocation",
+    "agent_runtime.view_toolapproval",
 ]
 
 ROLE_PERMISSIONS: dict[str, list[str]] = {
@@ -45,8 +49,12 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "knowledge.manage_knowledgebase",
         "bailing.view_auditevent",
         "bailing.verify_auditevent",
+        "agent_runtime.resolve_toolcalljournal",
+        "agent_runtime.change_toolapproval",
     ],
-    APPROVER: [*_READ],
+    # Separation of duties: approvers decide on tool calls; administrators configure (and reconcile
+    # unknown outcomes) but decide only if they also hold the approver role.
+    APPROVER: [*_READ, "agent_runtime.decide_toolapproval"],
     AUDITOR: [*_READ, "bailing.view_auditevent", "bailing.verify_auditevent"],
 }
 

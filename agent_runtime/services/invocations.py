@@ -642,7 +642,8 @@ def _continue(
     status = invocation.status
     if status == ToolInvocation.Status.DISPATCHING:
         # This request holds the lock: whoever set dispatching is gone (a worker killed mid-call).
-        return _mark_uncertain(identity, invocation, "worker_lost")
+        _mark_uncertain(identity, invocation, "worker_lost")
+        return _reconciled_or_unknown(identity, invocation)
     if status == ToolInvocation.Status.RECONCILIATION_REQUIRED:
         return _reconciled_or_unknown(identity, invocation)
     if status in STABLE:
@@ -943,7 +944,7 @@ def _mark_uncertain(
 
 def _reconciled_or_unknown(identity: AgentIdentity, invocation: ToolInvocation) -> dict[str, Any]:
     """An unknown outcome stays unknown until an operator resolved it; then the resolution, once."""
-    journal = getattr(invocation, "journal", None)
+    journal = ToolCallJournal.objects.filter(invocation=invocation).first()
     if journal is None or not journal.resolution:
         return invocation.result
     if journal.resolution == ToolCallJournal.Resolution.EXECUTED:

@@ -14,6 +14,7 @@ urlpatterns = [
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
     path("agent-api/v1/", include("agent_runtime.api.urls")),
     path("kb/", include("knowledge.api.push_urls")),
+    path("approvals/", include("approvals.api.urls")),
     path("console/", include("bailing.shell.console.urls")),
 ]
 

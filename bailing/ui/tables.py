@@ -24,6 +24,19 @@ BADGE_TONES = {
     "revoked": "bad",
     "denied": "bad",
     "broken": "bad",
+    # governed tool calls
+    "executed": "ok",
+    "completed": "ok",
+    "delivered": "ok",
+    "awaiting_approval": "warn",
+    "dispatching": "warn",
+    "in_progress": "warn",
+    "business_rejected": "bad",
+    "reconciliation_required": "bad",
+    "uncertain": "bad",
+    "failed": "bad",
+    "rejected_before_dispatch": "off",
+    "skipped": "off",
 }
 
 

@@ -8,7 +8,6 @@ import secrets
 import uuid
 from typing import Any
 
-
 from agent_runtime.config import validate_route_config
 from agent_runtime.models import ToolProvider
 from agent_runtime.selectors.catalog import route_catalog
@@ -33,7 +32,9 @@ def receipt_url(invocation_id: str) -> str:
     return f"{INVOKE_URL}/{invocation_id}/receipt"
 
 
-def provider_for(*, name: str, base_url: str, secret: str, timeout_ms: int = 5000, rate_limit: int = 0) -> ToolProvider:
+def provider_for(
+    *, name: str, base_url: str, secret: str, timeout_ms: int = 5000, rate_limit: int = 0
+) -> ToolProvider:
     """A URL provider on ``base_url`` with ``secret``, refreshed now (signed spec fetch)."""
     provider, _ = ToolProvider.objects.update_or_create(
         name=name,
@@ -65,7 +66,11 @@ def workspace(
     direct: dict[str, Any] = {"enabled": True, "write_tools": write_tools}
     if force_approval:
         direct["force_approval_tools"] = force_approval
-    tools: dict[str, Any] = {"sources": [{"provider": provider, "allow": ["*"]}], "max_calls": max_calls, "agent_direct": direct}
+    tools: dict[str, Any] = {
+        "sources": [{"provider": provider, "allow": ["*"]}],
+        "max_calls": max_calls,
+        "agent_direct": direct,
+    }
     if approval:
         tools["approval"] = approval
     data = validate_route_config(
@@ -106,7 +111,9 @@ def revision(session, route_key: str) -> str:
     return route_catalog(route=Route.objects.get(route_key=route_key), identity=identity).revision
 
 
-def invoke_body(session, route_key: str, tool: str, arguments: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+def invoke_body(
+    session, route_key: str, tool: str, arguments: dict[str, Any], **overrides: Any
+) -> dict[str, Any]:
     body = {
         "invocation_id": new_invocation_id(),
         "route": route_key,
@@ -124,5 +131,3 @@ def post(api_client, session, url: str, body: Any, **extra):
 
 def get(api_client, session, url: str):
     return api_client.get(url, HTTP_AUTHORIZATION=f"Bearer {session._access}")
-
-

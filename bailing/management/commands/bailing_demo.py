@@ -7,6 +7,11 @@ Idempotent: run it any number of times. The administrator's password is generate
 how to sign in. The Demo Shop's HMAC secret lives in ``var/demo-tool-secret`` (mode 0600, created
 here or by ``scripts/run-demo``, whichever runs first); ``examples/demo.yaml`` only names the file.
 
+The demo agent client's Client Token lives in ``var/demo-client-token`` too, shared with the Demo Shop,
+which verifies the hub's approval webhooks and posts decisions with it. A second hub user, ``manager``,
+holds the approver role: the agent acts on behalf of whoever signs it in, and nobody approves their
+own call.
+
 ``scripts/run-demo`` starts the Demo Shop before running this command, so the refresh normally
 succeeds. Without it (tests, a first look) the refresh fails and the banner says so; seeding never
 depends on the business system being up.
@@ -26,20 +31,29 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from agent_runtime.config import ConfigError
-from agent_runtime.models import ToolProvider
+from agent_runtime.models import Client, ToolProvider
+from agent_runtime.services.clients import client_token_plaintext, client_token_set
 from agent_runtime.services.config_apply import config_apply
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
 from bailing.audit.actor import Actor
-from bailing.roles import ADMINISTRATOR, roles_sync
+from bailing.roles import ADMINISTRATOR, APPROVER, roles_sync
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services.documents import documents_put_files
 from knowledge.services.indexing import documents_index
 
 DEMO_CONFIG = Path(settings.BASE_DIR) / "examples" / "demo.yaml"
 DEMO_ADMIN = "alice"
+# A second hub user who decides approvals: nobody approves a call made on their own behalf, and the
+# demo agent acts on behalf of whoever signs it in (alice, in the walk-through).
+DEMO_APPROVER = "manager"
+DEMO_CLIENT = "demo-agent"
+# The demo agent client's Client Token, shared with the Demo Shop (it verifies approval webhooks and
+# posts decisions with it); created here or by scripts/run-demo, mode 0600.
+DEMO_CLIENT_TOKEN = Path(settings.BASE_DIR) / "var" / "demo-client-token"
 DEMO_PROVIDER = "demo-shop"
 DEMO_TOOL_SECRET = Path(settings.BASE_DIR) / "var" / "demo-tool-secret"
 DEMO_KB = "demo-handbook"
+DEMO_SHOP_APPROVALS = "http://127.0.0.1:8100/approvals"
 DEMO_KNOWLEDGE_DIR = Path(settings.BASE_DIR) / "examples" / "demo-knowledge"
 
 
@@ -73,10 +87,28 @@ def _ensure_private_file(path: Path, make_value) -> tuple[str, bool]:
     return value, True
 
 
-def _demo_password() -> tuple[str, bool]:
+def _demo_password(name: str = "admin") -> tuple[str, bool]:
     return _ensure_private_file(
-        Path(settings.BASE_DIR) / "var" / "demo-admin-password", lambda: secrets.token_urlsafe(12)
+        Path(settings.BASE_DIR) / "var" / f"demo-{name}-password", lambda: secrets.token_urlsafe(12)
     )
+
+
+def _demo_user(username: str, role: str, password: str, fresh: bool) -> None:
+    User = get_user_model()
+    with transaction.atomic():
+        user, created = User.objects.get_or_create(username=username, defaults={"is_active": True})
+        if created or fresh or not user.check_password(password):
+            user.set_password(password)
+            user.save()
+        user.groups.add(Group.objects.get(name=role))
+
+
+def _demo_client_token() -> None:
+    """Give the demo agent client the token in ``var/demo-client-token`` (once; re-runs change nothing)."""
+    token, _ = _ensure_private_file(DEMO_CLIENT_TOKEN, lambda: secrets.token_urlsafe(32))
+    client = Client.objects.filter(app_id=DEMO_CLIENT).first()
+    if client is not None and client_token_plaintext(client) != token:
+        client_token_set(client=client, token=token, actor=Actor.system("bailing_demo"))
 
 
 def _tools_lines(outcome: RefreshOutcome | None) -> list[str]:
@@ -112,13 +144,10 @@ class Command(BaseCommand):
         except ConfigError as exc:  # the shipped demo file is tested; this guards local edits
             raise SystemExit(f"examples/demo.yaml: error at {exc.path}: {exc.reason}") from exc
         password, fresh = _demo_password()
-        User = get_user_model()
-        with transaction.atomic():
-            user, created = User.objects.get_or_create(username=DEMO_ADMIN, defaults={"is_active": True})
-            if created or fresh or not user.check_password(password):
-                user.set_password(password)
-                user.save()
-            user.groups.add(Group.objects.get(name=ADMINISTRATOR))
+        _demo_user(DEMO_ADMIN, ADMINISTRATOR, password, fresh)
+        approver_password, approver_fresh = _demo_password("manager")
+        _demo_user(DEMO_APPROVER, APPROVER, approver_password, approver_fresh)
+        _demo_client_token()
         provider = ToolProvider.objects.filter(name=DEMO_PROVIDER).first()
         outcome = None
         if provider is not None:
@@ -134,7 +163,9 @@ class Command(BaseCommand):
                     "Bailing Hub demo is ready.",
                     "",
                     f"  Console        {public_url}/console/",
-                    f"  Sign in as     {DEMO_ADMIN} / {password}",
+                    f"  Sign in as     {DEMO_ADMIN} / {password}  (administrator)",
+                    f"  Approver       {DEMO_APPROVER} / {approver_password}  (decides tool-call approvals)",
+                    f"  Demo Shop      approvals page at {DEMO_SHOP_APPROVALS}",
                     "",
                     "  Connect an agent (PKCE loopback sign-in, approved on the hub's consent page):",
                     f"    hub URL      {public_url}",

@@ -22,7 +22,9 @@ ROUTE = "shop"
 @pytest.fixture
 def shop_session(demo_shop):
     provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
-    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["create_ticket", "request_refund", "cancel_order"])
+    workspace(
+        route_key=ROUTE, provider="demo-shop", write_tools=["create_ticket", "request_refund", "cancel_order"]
+    )
     return agent(route_key=ROUTE)
 
 
@@ -42,8 +44,12 @@ def test_a_read_is_executed_with_the_business_answer(api_client, shop_session):
     assert again.json() == result
 
 
-def test_a_high_risk_write_waits_for_approval_then_runs_once_after_resume(api_client, shop_session, demo_shop):
-    body = invoke_body(shop_session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": "customer asked"})
+def test_a_high_risk_write_waits_for_approval_then_runs_once_after_resume(
+    api_client, shop_session, demo_shop
+):
+    body = invoke_body(
+        shop_session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": "customer asked"}
+    )
     first = post(api_client, shop_session, INVOKE_URL, body).json()
     assert first["state"] == "awaiting_approval", first
     approval = ToolApproval.objects.get(pk=first["approval_id"])

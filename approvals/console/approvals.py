@@ -1,0 +1,207 @@
+"""The approvals inbox: pending approvals first, a detail page with the full snapshot, and decisions.
+
+Approving records a decision and nothing more: the agent continues by resuming its original
+invocation. Only users with ``agent_runtime.decide_toolapproval`` (the approver role) decide, and
+never on a call made on their own behalf. A repeated submit of the same decision is harmless (the
+decision id is derived from the approval and the decision, so the second is a replay).
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views import View
+from django.views.generic import DetailView, ListView
+
+from agent_runtime.models import ApprovalNotification, ToolApproval
+from agent_runtime.services.approval_requests import approval_notification_resend
+from approvals.errors import ApprovalConflict
+from approvals.selectors import approvals_inbox
+from approvals.services.decisions import approval_decide
+from bailing.api.errors import ApiError
+from bailing.api.jsjson import js_stringify
+from bailing.audit.actor import Actor
+from bailing.ui import tables
+from bailing.ui.mixins import READ_ONLY, ConsoleView
+from bailing.ui.pages import PAGE_SIZE, error_page
+
+VIEW_PERMISSION = "agent_runtime.view_toolapproval"
+DECIDE_PERMISSION = "agent_runtime.decide_toolapproval"
+RESEND_PERMISSION = "agent_runtime.change_toolapproval"
+# Snapshots larger than this are loaded on demand (a link to the JSON), not inlined in the page.
+INLINE_ARGS_MAX_BYTES = 64 * 1024
+
+
+class ApprovalFilterForm(forms.Form):
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *ToolApproval.Status.choices])
+    route = forms.CharField(required=False, max_length=128, label="Workspace")
+    tool = forms.CharField(required=False, max_length=64)
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approved", "approve"), ("denied", "deny")])
+    comment = forms.CharField(required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+def own_call(approval: ToolApproval, user) -> bool:
+    """Is the call made on ``user``'s own behalf (their hub sign-in is the session's principal or
+    subject)? Nobody approves their own call."""
+    username = user.get_username()
+    session = approval.invocation.session
+    return username in {(session.principal or {}).get("id"), session.on_behalf_of}
+
+
+def approval_table(approvals) -> tables.Table:
+    table = tables.Table(
+        ["Approval", "Tool", "Workspace", "Client", "Subject", "Policy", "Requested", "Status", "Decided"],
+        empty="No approvals.",
+    )
+    for approval in approvals:
+        table.rows.append(
+            [
+                tables.mono(f"#{approval.pk}", href=reverse("console:approval_detail", args=[approval.pk])),
+                tables.mono(approval.tool),
+                tables.mono(approval.route_key),
+                tables.mono(approval.invocation.client.app_id),
+                tables.mono(approval.subject),
+                tables.mono(approval.policy),
+                tables.time(approval.created_at),
+                tables.badge(approval.status),
+                tables.text(approval.decided_by or None),
+            ]
+        )
+    return table
+
+
+class ApprovalListView(ConsoleView, ListView):
+    permission_required = VIEW_PERMISSION
+    template_name = "approvals/approval_list.html"
+    paginate_by = PAGE_SIZE
+    http_method_names = READ_ONLY
+
+    def get_queryset(self):
+        self.filter_form = ApprovalFilterForm(self.request.GET or None)
+        queryset = approvals_inbox()
+        if self.filter_form.is_bound and self.filter_form.is_valid():
+            data = self.filter_form.cleaned_data
+            if data.get("status"):
+                queryset = queryset.filter(status=data["status"])
+            if data.get("route"):
+                queryset = queryset.filter(route_key=data["route"])
+            if data.get("tool"):
+                queryset = queryset.filter(tool=data["tool"])
+        return queryset
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["filter_form"] = self.filter_form
+        context["table"] = approval_table(context["object_list"])
+        counts = {status: 0 for status in ToolApproval.Status.values}
+        for status in ToolApproval.objects.values_list("status", flat=True):
+            counts[status] += 1
+        context["counts"] = counts
+        return context
+
+
+class ApprovalDetailView(ConsoleView, DetailView):
+    permission_required = VIEW_PERMISSION
+    template_name = "approvals/approval_detail.html"
+    context_object_name = "approval"
+    queryset = ToolApproval.objects.select_related(
+        "invocation__client", "invocation__session", "invocation__run"
+    )
+    http_method_names = READ_ONLY
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        approval = self.object
+        user = self.request.user
+        context["args_inline"] = approval.args_bytes <= INLINE_ARGS_MAX_BYTES
+        context["intent_view"] = {k: v for k, v in approval.intent.items() if k != "args"}
+        context["notifications"] = list(approval.notifications.order_by("created_at", "id"))
+        context["can_resend"] = user.has_perm(RESEND_PERMISSION)
+        context["own_call"] = own_call(approval, user)
+        context["can_decide"] = (
+            user.has_perm(DECIDE_PERMISSION)
+            and approval.status == ToolApproval.Status.PENDING
+            and not context["own_call"]
+        )
+        context["decision_form"] = DecisionForm()
+        context["trace_url"] = reverse("console:invocation_detail", args=[approval.invocation.job_id])
+        return context
+
+
+class ApprovalArgsView(ConsoleView, View):
+    """The complete argument snapshot as JSON, for snapshots too large to inline."""
+
+    permission_required = VIEW_PERMISSION
+    http_method_names = READ_ONLY
+
+    def get(self, request, pk: int):
+        approval = get_object_or_404(ToolApproval, pk=pk)
+        response = HttpResponse(js_stringify(approval.args).encode("utf-8"), content_type="application/json")
+        response["Content-Disposition"] = f'inline; filename="approval-{approval.pk}-args.json"'
+        return response
+
+
+class ApprovalDecideView(ConsoleView, View):
+    permission_required = DECIDE_PERMISSION
+    http_method_names = ["post"]
+
+    def post(self, request, pk: int):
+        approval = ToolApproval.objects.select_related("invocation__session").filter(pk=pk).first()
+        if approval is None:
+            raise Http404("No such approval.")
+        if own_call(approval, request.user):
+            return error_page(
+                request,
+                status=403,
+                title="Not your decision",
+                detail="This call was made on your own behalf; another approver must decide it.",
+                code="own_call",
+            )
+        form = DecisionForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "Choose approve or deny (a comment is at most 1,000 characters).")
+            return redirect("console:approval_detail", pk=pk)
+        decision = form.cleaned_data["decision"]
+        try:
+            outcome = approval_decide(
+                approval_id=pk,
+                decision=decision,
+                decision_id=f"console:{pk}:{decision}",
+                approver=request.user.get_username(),
+                comment=form.cleaned_data["comment"],
+                source="console",
+                actor=Actor.user(request.user),
+                user=request.user,
+            )
+        except ApprovalConflict:
+            messages.error(request, "This approval was already decided otherwise; nothing changed.")
+            return redirect("console:approval_detail", pk=pk)
+        except ApiError:
+            messages.error(request, "The decision could not be recorded.")
+            return redirect("console:approval_detail", pk=pk)
+        if outcome.idempotent:
+            messages.info(request, "This decision was already recorded.")
+        else:
+            verb = "approved" if decision == "approved" else "denied"
+            messages.success(request, f"Approval #{pk} {verb}. The agent continues when it resumes the call.")
+        return redirect("console:approval_detail", pk=pk)
+
+
+class NotificationResendView(ConsoleView, View):
+    permission_required = RESEND_PERMISSION
+    http_method_names = ["post"]
+
+    def post(self, request, pk: int, notification_id: int):
+        notification = get_object_or_404(ApprovalNotification, pk=notification_id, approval_id=pk)
+        if notification.status == ApprovalNotification.Status.SKIPPED:
+            messages.error(request, "This channel is not delivered by the hub; nothing to resend.")
+        else:
+            approval_notification_resend(notification=notification, actor=Actor.user(request.user))
+            messages.success(request, "The notification is being sent again.")
+        return redirect("console:approval_detail", pk=pk)

@@ -1,0 +1,225 @@
+"""Tool-call traces: every governed invocation, filterable by state, workspace, session and run, and
+one call's trace — requested → approval pending → decided → dispatched → outcome — with its journal,
+timings and ledger milestones. An operator resolves an unknown outcome here, after checking the
+business system."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views import View
+from django.views.generic import DetailView, ListView
+
+from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
+from approvals.errors import ReconciliationNotNeeded
+from approvals.selectors import invocation_trace_events, invocations_list
+from approvals.services.reconciliation import EVIDENCE_MAX_CHARS, journal_resolve
+from bailing.api.errors import InvalidRequest
+from bailing.audit.actor import Actor
+from bailing.ui import tables
+from bailing.ui.mixins import READ_ONLY, ConsoleView
+from bailing.ui.pages import PAGE_SIZE
+
+VIEW_PERMISSION = "agent_runtime.view_toolinvocation"
+RESOLVE_PERMISSION = "agent_runtime.resolve_toolcalljournal"
+STATE_CHOICES = [("", "any state"), *ToolInvocation.Status.choices]
+
+
+class InvocationFilterForm(forms.Form):
+    state = forms.ChoiceField(required=False, choices=STATE_CHOICES)
+    route = forms.CharField(required=False, max_length=128, label="Workspace")
+    tool = forms.CharField(required=False, max_length=64)
+    session = forms.UUIDField(required=False, label="Session ID")
+    run = forms.UUIDField(required=False, label="Run ID")
+
+
+class ResolveForm(forms.Form):
+    resolution = forms.ChoiceField(
+        choices=[
+            (ToolCallJournal.Resolution.EXECUTED, "it executed"),
+            (ToolCallJournal.Resolution.NOT_EXECUTED, "it did not execute"),
+        ]
+    )
+    evidence = forms.CharField(
+        required=False,
+        max_length=EVIDENCE_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What the business system shows (a record number, a log line). Required for 'executed'.",
+    )
+    checked = forms.BooleanField(label="I looked this call up in the business system")
+
+
+def invocation_table(invocations) -> tables.Table:
+    table = tables.Table(
+        ["Call", "Tool", "Workspace", "Client", "Requested", "State", "Business", "Journal"],
+        empty="No tool calls.",
+    )
+    for invocation in invocations:
+        journal = getattr(invocation, "journal", None)
+        table.rows.append(
+            [
+                tables.mono(
+                    invocation.invocation_id[:12] + "…",
+                    href=reverse("console:invocation_detail", args=[invocation.job_id]),
+                    title=invocation.invocation_id,
+                ),
+                tables.mono(invocation.tool),
+                tables.mono(invocation.route_key),
+                tables.mono(invocation.client.app_id),
+                tables.time(invocation.created_at),
+                tables.badge(invocation.status),
+                tables.mono(invocation.business_status),
+                tables.badge(journal.state) if journal is not None else tables.text(None),
+            ]
+        )
+    return table
+
+
+class InvocationListView(ConsoleView, ListView):
+    permission_required = VIEW_PERMISSION
+    template_name = "approvals/invocation_list.html"
+    paginate_by = PAGE_SIZE
+    http_method_names = READ_ONLY
+
+    def get_queryset(self):
+        self.filter_form = InvocationFilterForm(self.request.GET or None)
+        queryset = invocations_list()
+        if self.filter_form.is_bound and self.filter_form.is_valid():
+            data = self.filter_form.cleaned_data
+            if data.get("state"):
+                queryset = queryset.filter(status=data["state"])
+            if data.get("route"):
+                queryset = queryset.filter(route_key=data["route"])
+            if data.get("tool"):
+                queryset = queryset.filter(tool=data["tool"])
+            if data.get("session"):
+                queryset = queryset.filter(session_id=data["session"])
+            if data.get("run"):
+                queryset = queryset.filter(run_id=data["run"])
+        return queryset
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["filter_form"] = self.filter_form
+        context["table"] = invocation_table(context["object_list"])
+        return context
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stage of a call's trace; ``at`` None = not reached."""
+
+    label: str
+    at: datetime | None
+    detail: str = ""
+    tone: str = "neutral"
+
+
+def trace_steps(invocation: ToolInvocation) -> list[Step]:
+    approval: ToolApproval | None = getattr(invocation, "approval", None)
+    journal: ToolCallJournal | None = getattr(invocation, "journal", None)
+    steps = [Step("Requested", invocation.created_at, f"{len(invocation.argument_keys)} argument keys")]
+    if approval is not None:
+        steps.append(
+            Step("Approval pending", approval.created_at, f"#{approval.pk} · {approval.policy}", "warn")
+        )
+        if approval.decided_at is not None:
+            tone = "ok" if approval.status == ToolApproval.Status.APPROVED else "bad"
+            steps.append(
+                Step(
+                    "Decided",
+                    approval.decided_at,
+                    f"{approval.status} by {approval.decided_by} ({approval.decision_source})",
+                    tone,
+                )
+            )
+    if journal is not None:
+        steps.append(Step("Dispatched", journal.started_at, f"journal {journal.state}", "warn"))
+    if (
+        invocation.completed_at is not None
+        or invocation.status == ToolInvocation.Status.RECONCILIATION_REQUIRED
+    ):
+        detail = invocation.status
+        if invocation.business_status:
+            detail += f" · HTTP {invocation.business_status}"
+        if journal is not None and journal.duration_ms is not None:
+            detail += f" · {journal.duration_ms} ms"
+        steps.append(
+            Step(
+                "Outcome",
+                invocation.completed_at or invocation.updated_at,
+                detail,
+                tables.BADGE_TONES.get(invocation.status, "neutral"),
+            )
+        )
+    return steps
+
+
+class InvocationDetailView(ConsoleView, DetailView):
+    permission_required = VIEW_PERMISSION
+    template_name = "approvals/invocation_detail.html"
+    context_object_name = "invocation"
+    slug_field = "job_id"
+    slug_url_kwarg = "job_id"
+    queryset = ToolInvocation.objects.select_related("client", "session", "run", "journal", "approval")
+    http_method_names = READ_ONLY
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        invocation = self.object
+        journal = getattr(invocation, "journal", None)
+        context["journal"] = journal
+        context["approval"] = getattr(invocation, "approval", None)
+        context["steps"] = trace_steps(invocation)
+        events = tables.Table(["Time", "Action", "Actor"], empty="No ledger events.")
+        for event in invocation_trace_events(invocation):
+            events.rows.append(
+                [
+                    tables.time(event.created_at),
+                    tables.mono(event.action, href=reverse("console:audit_detail", args=[event.pk])),
+                    tables.mono(f"{event.actor_type}:{event.actor}"),
+                ]
+            )
+        context["events"] = events
+        unresolved = (
+            invocation.status
+            in (ToolInvocation.Status.RECONCILIATION_REQUIRED, ToolInvocation.Status.DISPATCHING)
+            and journal is not None
+            and not journal.resolution
+        )
+        context["can_resolve"] = unresolved and self.request.user.has_perm(RESOLVE_PERMISSION)
+        context["resolve_form"] = ResolveForm()
+        return context
+
+
+class InvocationResolveView(ConsoleView, View):
+    permission_required = RESOLVE_PERMISSION
+    http_method_names = ["post"]
+
+    def post(self, request, job_id):
+        invocation = get_object_or_404(ToolInvocation, job_id=job_id)
+        form = ResolveForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "Say what the business system shows, and confirm you checked it.")
+            return redirect("console:invocation_detail", job_id=job_id)
+        try:
+            journal_resolve(
+                invocation=invocation,
+                resolution=form.cleaned_data["resolution"],
+                evidence=form.cleaned_data["evidence"],
+                actor=Actor.user(request.user),
+            )
+        except ReconciliationNotNeeded:
+            messages.info(request, "This call has no unresolved outcome; nothing changed.")
+        except InvalidRequest:
+            messages.error(
+                request, "Say what the business system shows (evidence is required for 'executed')."
+            )
+        else:
+            messages.success(request, "Resolution recorded. The agent receives it when it resumes the call.")
+        return redirect("console:invocation_detail", job_id=job_id)

@@ -1,11 +1,11 @@
 """A client's shared per-minute request bucket (``Client.rate_limit_per_min``; 0 = unlimited).
 
-Upstream counts a client's calls on its business surfaces — knowledge search, the push API — in one
-bucket per client. Here the bucket is a fixed one-minute window in PostgreSQL
-(``ClientRateWindow``): one atomic upsert per request returns the new count, so the limit holds
-across gunicorn workers and hosts and survives restarts. Every request that authenticated counts,
-including ones later refused (as upstream). Past the limit: 429 ``rate_limited`` with
-``Retry-After`` = seconds until the window ends.
+BailingHub counts a client's calls on its business surfaces — knowledge search, the push API — in
+one bucket per client. Here the bucket is a fixed one-minute window in PostgreSQL
+(``ClientRateWindow``; docs/compatibility.md "Client rate limits"): one atomic upsert per request
+returns the new count, so the limit holds across gunicorn workers and hosts and survives restarts.
+Every request that authenticated counts, including ones later refused (as in BailingHub). Past the
+limit: 429 ``rate_limited`` with ``Retry-After`` = seconds until the window ends.
 """
 
 from __future__ import annotations

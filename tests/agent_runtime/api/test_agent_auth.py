@@ -792,7 +792,8 @@ def test_parallel_refreshes_with_one_token_end_in_one_success_and_a_revoked_sess
         thread.join()
     assert sorted(status for status, _ in results) == [200, 400]
     assert [body["error"] for status, body in results if status == 400] == ["invalid_grant"]
-    # Upstream policy (research H27): the loser's request is a replay, so the session is revoked.
+    # BailingHub's policy (docs/protocol.md "Refresh replay"): the loser's request is a replay, so the
+    # session is revoked.
     session = AgentSession.objects.get(pk=tokens["session_id"])
     assert session.revoke_reason == "refresh_replay"
     winner = next(body for status, body in results if status == 200)

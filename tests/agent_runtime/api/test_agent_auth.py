@@ -111,6 +111,7 @@ def logged_in(api_client, business):
 
 
 def test_create_returns_201_with_the_upstream_shape(api_client, business):
+    """The response shape of BailingHub (docs/compatibility.md "Agent sign-in")."""
     body, _ = create_body()
     response = post(api_client, "/authorizations", body)
     assert response.status_code == 201
@@ -602,6 +603,7 @@ def test_decisions_on_malformed_ids_are_404(api_client, business):
 
 
 def test_token_exchange_returns_the_upstream_token_response(api_client, business):
+    """The token response of BailingHub (docs/compatibility.md "Agent sign-in")."""
     _, code, verifier = approved_code(api_client, business)
     response = post(api_client, "/token", code_grant(code, verifier))
     assert response.status_code == 200

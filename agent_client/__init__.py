@@ -1,4 +1,4 @@
-"""A reference Agent Auth v1 client, written from the upstream SDK's wire behaviour.
+"""A reference Agent Auth v1 client, written from the wire behaviour of BailingHub's agent SDK.
 
 Also a small command line for trying the hub by hand::
 
@@ -7,11 +7,12 @@ Also a small command line for trying the hub by hand::
 opens the consent page, waits for the loopback redirect, exchanges the code and prints the
 workspace profile; ``--save FILE`` (opt-in) writes the tokens to a 0600 file.
 
-It does what a local agent host does (research §B.1): pick a random ``state`` and a PKCE verifier,
-listen on a random loopback port, create the authorization, wait for the browser to land on the
-listener, check ``state``, exchange the code, then call ``/session``, rotate and revoke tokens. It
-talks real HTTP (httpx) to a running hub, so tests can drive the whole flow against pytest-django's
-``live_server``; the test plays the consent page (business backend or hub console) and the browser.
+It does what a local agent host does (docs/protocol.md "Agent sign-in and consent"): pick a random
+``state`` and a PKCE verifier, listen on a random loopback port, create the authorization, wait for
+the browser to land on the listener, check ``state``, exchange the code, then call ``/session``,
+rotate and revoke tokens. It talks real HTTP (httpx) to a running hub, so tests can drive the whole
+flow against pytest-django's ``live_server``; the test plays the consent page (business backend or
+hub console) and the browser.
 
 Usage::
 
@@ -56,7 +57,7 @@ class AuthorizationDenied(Exception):
 
 
 def pkce_pair() -> tuple[str, str]:
-    """A fresh (verifier, S256 challenge), as the upstream SDK makes them (64 random bytes)."""
+    """A fresh (verifier, S256 challenge), as BailingHub's agent SDK makes them (64 random bytes)."""
     verifier = base64.urlsafe_b64encode(secrets.token_bytes(64)).rstrip(b"=").decode("ascii")
     digest = hashlib.sha256(verifier.encode("ascii")).digest()
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")

@@ -1,5 +1,5 @@
 """Error codes of the Agent Auth v1 and Agent API v1 surfaces: auth, the route gate, tool surfaces,
-turns and runs (docs/errors.md lists every code with its HTTP status).
+turns and runs (the README's "Error codes" table lists every code with its HTTP status).
 
 Declared once here; services raise them, the shared exception handler renders them.
 """
@@ -54,7 +54,7 @@ class ClientExists(ApiError):
     default_message = "A client with this App ID already exists."
 
 
-# --- Agent API v1: route gate (research §C.1) ---------------------------------------------------------
+# --- Agent API v1: route gate (docs/protocol.md "Route gate") ---------------------------------------
 class InvalidRoute(ApiError):
     code = "invalid_route"
     http_status = 400
@@ -91,7 +91,7 @@ class AgentDirectDisabled(ApiError):
     default_message = "The workspace does not expose business tools to local agents."
 
 
-# --- Agent API v1: business tool surfaces (spec "Read usage guidance by tool name", research §C.1) ---
+# --- Agent API v1: business tool surfaces (docs/protocol.md "Capability revision and execution fingerprint")
 class CapabilityChanged(ApiError):
     code = "capability_changed"
     http_status = 409
@@ -104,9 +104,10 @@ class ToolNotFound(ApiError):
     default_message = "The tool is not available in the current capability catalog."
 
 
-# --- Agent Client Runtime: turns and runs (spec "Turn", "Complete") ----------------------------------
+# --- Agent Client Runtime: turns and runs (docs/protocol.md "Turn idempotency", "Run completion") ----
 class TurnConflict(ApiError):
-    """The turn key or the user message id is already bound to a different turn input (§H24)."""
+    """The turn key or the user message id is already bound to a different turn input (see
+    docs/protocol.md "Turn idempotency")."""
 
     code = "turn_conflict"
     http_status = 409
@@ -114,7 +115,7 @@ class TurnConflict(ApiError):
 
 
 class PageContextTooLarge(ApiError):
-    """``page_context`` over 16 KiB of compact UTF-8 JSON (research §H32)."""
+    """``page_context`` over 16 KiB of compact UTF-8 JSON (docs/protocol.md "Page context")."""
 
     code = "page_context_too_large"
     http_status = 413
@@ -126,8 +127,8 @@ class PageContextTooLarge(ApiError):
 
 
 class TaskControlUnsupported(ApiError):
-    """A turn carried ``task_binding`` but this hub does not implement task control (§H34): the
-    binding is refused, never silently ignored."""
+    """A turn carried ``task_binding`` but this hub does not implement task control: the binding is
+    refused, never silently ignored (docs/protocol.md "Task control")."""
 
     code = "task_control_unsupported"
     http_status = 400

@@ -7,8 +7,9 @@ neither trusts nor verifies it: when memory is assembled the marker is recognise
 (``kind``/``source``/``trust``), keeping only the allowed fact fields. A user message containing the
 same text stays plain text, so a user cannot give a claim execution provenance.
 
-Embedding format (this hub's decision; upstream publishes none): one fenced block whose info string
-is the schema id, on its own lines, anywhere in ``content``::
+Embedding format (this hub's decision, as BailingHub publishes none: docs/compatibility.md "Execution
+summary format"): one fenced block whose info string is the schema id, on its own lines, anywhere in
+``content``::
 
     ```bailing.authorization-execution-summary.v1
     {"schema_version": "bailing.authorization-execution-summary.v1",
@@ -44,8 +45,9 @@ SUMMARY_TRUST = "reference_only"
 NEXT_ACTION = "inspect_original"
 OMISSION_NOTICE = "omitted_by_memory_limits"
 
-# Result states of ``bailing.agent-tool-invocation.v1`` (research §A.2.13). Unresolved states are
-# those whose outcome the agent must still inspect on the original invocation, never re-issue.
+# Result states of ``bailing.agent-tool-invocation.v1`` (docs/protocol.md "Execution summary
+# projection"). Unresolved states are those whose outcome the agent must still inspect on the
+# original invocation, never re-issue.
 UNRESOLVED_STATES = frozenset({"in_progress", "awaiting_approval", "reconciliation_required"})
 RESOLVED_STATES = frozenset({"denied", "rejected_before_dispatch", "executed", "business_rejected"})
 STATES = UNRESOLVED_STATES | RESOLVED_STATES

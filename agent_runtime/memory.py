@@ -1,15 +1,16 @@
 """Turn memory: the recent visible messages of a conversation, within the route's memory budgets.
 
-Upstream behaviour (research §H31) is kept: take the newest ``recent_messages`` visible messages
-that precede the current turn, walk them newest first, cut each to ``per_message_chars``, stop at
-the first message that would overflow ``recent_budget_chars``, and return what was kept in
-chronological order as ``{role, content, created_at}``. Characters are UTF-16 code units (§H4) and
-a cut never splits a surrogate pair.
+BailingHub's behaviour is kept (docs/protocol.md "Memory"): take the newest ``recent_messages``
+visible messages that precede the current turn, walk them newest first, cut each to
+``per_message_chars``, stop at the first message that would overflow ``recent_budget_chars``, and
+return what was kept in chronological order as ``{role, content, created_at}``. Characters are
+UTF-16 code units (docs/protocol.md "Counting characters") and a cut never splits a surrogate pair.
 
-Additions of this hub, all additive to the upstream entry shape:
+Additions of this hub, all additive to BailingHub's entry shape:
 
 * ``truncated``: ``true`` when ``content`` was cut to ``per_message_chars``, so an agent can tell a
-  cut message from a short one (upstream cuts silently).
+  cut message from a short one (BailingHub cuts silently; docs/compatibility.md "Memory marks cut
+  messages").
 * ``execution_summary`` on assistant entries whose stored content carries a valid
   ``bailing.authorization-execution-summary.v1`` marker (see :mod:`agent_runtime.execution_summary`).
   The block is removed from ``content`` and re-projected with fixed provenance. Its compact JSON

@@ -1,4 +1,4 @@
-"""Identifier patterns shared by config validation and the agent surfaces (research §A.2, §F.5)."""
+"""Identifier patterns shared by config validation and the agent surfaces (docs/protocol.md "Identifiers")."""
 
 RESOURCE_NAME = r"[a-z0-9][a-z0-9_-]{1,63}"
 # Routes may be stored with the wider config pattern, but agent surfaces accept only RESOURCE_NAME.

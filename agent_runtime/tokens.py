@@ -1,8 +1,9 @@
-"""Secret formats of Agent Auth v1 and Client Tokens (research §B.2, §H26, §H28).
+"""Secret formats of Agent Auth v1 and Client Tokens (docs/protocol.md "Tokens and lifetimes").
 
 Every secret is a prefix plus base64url of 32 random bytes (43 characters). Only its SHA-256 hex
 digest is stored; lookups go by digest (a unique index), and any comparison of a presented secret
-with a stored digest uses ``hmac.compare_digest``.
+with a stored digest uses ``hmac.compare_digest``. Client Tokens are stored hashed too, unlike in
+BailingHub (docs/compatibility.md "Client Tokens stored hashed").
 """
 
 from __future__ import annotations

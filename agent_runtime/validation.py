@@ -17,10 +17,10 @@ def is_loopback_host(host: str) -> bool:
 
 
 def authorize_url_problem(url: str) -> str | None:
-    """Why ``url`` is not a valid business consent page URL, or None (research §A.2.2).
+    """Why ``url`` is not a valid business consent page URL, or None.
 
     HTTPS, or plain HTTP only to a loopback host with an explicit port (development); never
-    userinfo or a fragment.
+    userinfo or a fragment (docs/protocol.md "Agent sign-in and consent").
     """
     if not isinstance(url, str) or not url or len(url) > 2048:
         return "must be a URL of at most 2048 characters"
@@ -44,10 +44,10 @@ def authorize_url_problem(url: str) -> str | None:
 
 
 def loopback_redirect_problem(uri: str) -> str | None:
-    """Why ``uri`` is not an acceptable agent loopback redirect, or None (research §B.4).
+    """Why ``uri`` is not an acceptable agent loopback redirect, or None.
 
     ``http``, host ``127.0.0.1`` or ``[::1]``, explicit port 1–65535, no userinfo or fragment,
-    at most 2048 characters.
+    at most 2048 characters (docs/protocol.md "Agent sign-in and consent").
     """
     if not isinstance(uri, str) or not uri or len(uri) > 2048:
         return "length"

@@ -1,4 +1,4 @@
-"""HMAC signatures of the business contract (research §C.9, upstream CONTRACT "Tool Call Signature").
+"""HMAC signatures of BailingHub's business contract (docs/protocol.md "Signatures").
 
 Two schemes, both ``sha256=`` + lowercase hex HMAC-SHA256 with the tool provider's (or callback's)
 shared secret:
@@ -13,7 +13,8 @@ Both accept a ±300 s clock skew (the contract's window). The path is the one th
 behind a proxy that does not rewrite URIs.
 
 This module is stdlib-only on purpose: the demo business system (a separate process without Django)
-verifies with it too, and the frozen vectors in the tests pin it to the upstream contract.
+verifies with it too, and the frozen vectors in the tests pin it to the contract's "Tool Call
+Signature" rules (docs/compatibility.md "Business contract").
 Verification never reveals the expected signature; ``VerifyResult.reason`` names only which check
 failed.
 """

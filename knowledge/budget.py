@@ -1,4 +1,4 @@
-"""Exact byte budgets of knowledge search and read responses (research §H6, §H13, §F.2 K22, K30–K32).
+"""Exact byte budgets of knowledge search and read responses (docs/protocol.md "Knowledge budgets").
 
 Every size here is :func:`bailing.api.limits.compact_json_utf8_bytes` of the *whole* response dict —
 the UTF-8 bytes of ``JSON.stringify(response)``, JSON escaping included — because that is what the

@@ -1,4 +1,4 @@
-"""Document sanitizing and chunking for the knowledge base (research §D.1).
+"""Document sanitizing and chunking for the knowledge base (docs/protocol.md "Knowledge ingestion").
 
 Pipeline: ``chunks = chunk_text(sanitize_content(raw))``. The sanitized text is what a document
 stores as its content; every chunk is a verbatim slice of it, so "chunk text stored exactly as
@@ -28,8 +28,9 @@ Chunking (:func:`chunk_spans` / :func:`chunk_text`), sizes in *characters* = Uni
        separators included, is at most ``max_chars`` (700).
     4. A paragraph longer than that is split into sentences, each ending after ``。！？!?；;``, after
        ``…``, after a ``.`` followed by whitespace, or at a line break; closing quotes and brackets
-       after the punctuation stay with the sentence. Sentences are packed like paragraphs. (Upstream
-       does not split English at ``.``; without it, long English paragraphs would be cut mid-word.)
+       after the punctuation stay with the sentence. Sentences are packed like paragraphs.
+       (BailingHub does not split English at ``.``; without it, long English paragraphs would be cut
+       mid-word: docs/compatibility.md "Sentence splitting in chunks".)
     5. A sentence still longer than ``max_chars`` is hard-split: at the last whitespace in the second
        half of the window if there is one, else at ``max_chars``, moved back so that no cut falls
        inside a combining sequence (combining marks, ZWJ sequences, variation selectors, emoji
@@ -293,11 +294,11 @@ def _render_table(node: Tag) -> str:
 
 
 def embedding_text(chunk: str) -> str:
-    """The text of a chunk as sent to the embedding model: image markup stripped (§D.1).
+    """The text of a chunk as sent to the embedding model: image markup stripped.
 
     ``![alt](url)`` keeps only its alt text and ``[image]`` placeholders disappear; URLs would
     otherwise dominate the 256-token window with meaningless word pieces. The stored and served chunk
-    is unchanged.
+    is unchanged (docs/protocol.md "Knowledge ingestion").
     """
     text = re.sub(r"!\[([^\]\n]*)\]\([^)\n]*\)", r"\1", chunk)
     text = text.replace(IMAGE_PLACEHOLDER, " ")

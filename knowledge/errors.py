@@ -1,8 +1,9 @@
-"""Error codes of the agent knowledge protocol ``bailing.agent-knowledge.v1`` (research §F.2 K37–K42).
+"""Error codes of the agent knowledge protocol ``bailing.agent-knowledge.v1``.
 
-Declared once here; services raise them, the shared exception handler renders them. Messages are
-fixed texts: a reference, cursor, document body, credential or SQL fragment never reaches them, so
-an error cannot leak what the caller was not allowed to read.
+Declared once here (the README's "Error codes" table lists them with their statuses); services raise
+them, the shared exception handler renders them. Messages are fixed texts: a reference, cursor,
+document body, credential or SQL fragment never reaches them, so an error cannot leak what the
+caller was not allowed to read.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class KnowledgeReferenceInvalid(ApiError):
 
 
 class KnowledgeReferenceExpired(ApiError):
-    """An authentic reference or cursor past its five-minute lifetime (research §F.2 K11, K38)."""
+    """An authentic reference or cursor past its five-minute lifetime (see docs/protocol.md
+    "References and cursors")."""
 
     code = "knowledge_reference_expired"
     http_status = 410
@@ -37,7 +39,8 @@ class KnowledgeReferenceExpired(ApiError):
 
 
 class KnowledgeScopeChanged(ApiError):
-    """The workspace's knowledge configuration changed since the reference was issued (§H10)."""
+    """The workspace's knowledge configuration changed since the reference was issued (see
+    docs/protocol.md "Scope and document revisions")."""
 
     code = "knowledge_scope_changed"
     http_status = 409
@@ -45,8 +48,8 @@ class KnowledgeScopeChanged(ApiError):
 
 
 class KnowledgeChanged(ApiError):
-    """The referenced document changed or is no longer ready (§H11): a newer body is never
-    substituted for the revision the reference names."""
+    """The referenced document changed or is no longer ready (docs/protocol.md "Scope and document
+    revisions"): a newer body is never substituted for the revision the reference names."""
 
     code = "knowledge_changed"
     http_status = 409

@@ -1,4 +1,4 @@
-"""Knowledge bases, documents, chunks and the lexical index (research §A.2.17, §D).
+"""Knowledge bases, documents, chunks and the lexical index (docs/protocol.md "Knowledge ingestion").
 
 Storage layout
     ``KnowledgeBase``  configuration; the embedding provider, model and dimension are locked at
@@ -55,7 +55,8 @@ class KnowledgeBase(models.Model):
     name = models.CharField(max_length=128)
     description = models.TextField(blank=True, default="")
     enabled = models.BooleanField(default=True)
-    # Locked at creation (research §A.2.17): changing them would orphan every stored vector.
+    # Locked at creation (docs/protocol.md "Knowledge ingestion"): changing them would orphan every
+    # stored vector.
     embedding_provider = models.CharField(
         max_length=16, choices=EmbeddingProvider.choices, default=EmbeddingProvider.LOCAL
     )

@@ -11,8 +11,9 @@ file is never stored as garbage text. Every failure is a :class:`DocumentParseEr
 ``code`` and a fixed message: no parser message is passed on, because those can quote file content.
 
 Limits: at most :data:`MAX_FILE_BYTES` in, at most :data:`MAX_TEXT_CHARS` out (UTF-16 code units,
-as the upstream console counts, research §D.1). Over either is an error, never a silent truncation:
-a knowledge base that holds half a manual answers wrongly without anyone noticing.
+as BailingHub's console counts them; docs/protocol.md "Knowledge ingestion"). Over either is an
+error, never a silent truncation: a knowledge base that holds half a manual answers wrongly without
+anyone noticing.
 
 Titles: the first Markdown heading (``.md``, DOCX), the HTML ``<title>`` or first heading, the PDF
 or DOCX metadata title, else the file stem; whitespace collapsed, cut to 191 UTF-16 units without

@@ -1,4 +1,4 @@
-"""Opaque knowledge references and read cursors (research §H12, §F.2 K33–K36).
+"""Opaque knowledge references and read cursors (docs/protocol.md "References and cursors").
 
 Format: ``v1.<payload>.<mac>``, both parts base64url without padding. The payload is the compact
 JSON of the claims; the MAC is HMAC-SHA256 over ``v1.<payload>`` with a key derived from the
@@ -128,7 +128,8 @@ def identity_binding(
     route_key: str,
     run_id: UUID | str | None,
 ) -> str:
-    """Digest of everything a reference is bound to besides scope and document (research K34).
+    """Digest of everything a reference is bound to besides scope and document (see docs/protocol.md
+    "References and cursors").
 
     ``principal`` is the session's principal / on-behalf-of value (any JSON value). UUIDs are taken
     as their canonical strings, so a UUID object and its string bind the same. A search and the

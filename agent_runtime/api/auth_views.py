@@ -1,10 +1,11 @@
-"""Agent Auth v1 endpoints (/agent-auth/v1/, research §B, Appendix 1).
+"""Agent Auth v1 endpoints (/agent-auth/v1/; docs/protocol.md "Agent sign-in and consent").
 
 Three kinds of caller: the local agent before it has tokens (no authentication: ``/authorizations``,
 ``/token``, ``/revoke`` with a refresh token), the local agent with its access token (``/session``,
 ``/revoke``), and the business backend with its Client Token (authorization context, approve, deny,
-session revoke). Views validate the body strictly, call one service and return the upstream wire
-shape; ``Cache-Control: no-store`` (and ``Pragma: no-cache`` on /token) come from the middleware.
+session revoke). Views validate the body strictly, call one service and return BailingHub's wire
+shape (docs/compatibility.md "Agent sign-in"); ``Cache-Control: no-store`` (and ``Pragma: no-cache``
+on /token) come from the middleware.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from bailing.api.timefmt import utc_iso
 from bailing.audit.actor import Actor
 
 PKCE_CHALLENGE = r"[A-Za-z0-9_-]{43}"
-# Upstream Core 0.7 caps the display name at 120 UTF-16 units and rejects these separators too.
+# BailingHub Core 0.7 caps the display name at 120 UTF-16 units and rejects these separators too.
 SUBJECT_DISPLAY_MAX = 120
 _LINE_SEPARATORS = ("\u2028", "\u2029")
 
@@ -129,8 +130,8 @@ class AuthorizationCreateApi(APIView):
 class TokenApi(APIView):
     """``POST /token``: ``authorization_code`` exchange or ``refresh_token`` rotation.
 
-    A body that is not an object or has no string ``grant_type`` is ``invalid_request`` (as
-    upstream); a string ``grant_type`` other than the two grants is ``unsupported_grant_type``.
+    A body that is not an object or has no string ``grant_type`` is ``invalid_request`` (as in
+    BailingHub); a string ``grant_type`` other than the two grants is ``unsupported_grant_type``.
     Unknown fields, missing fields and wrong JSON types are ``invalid_request``; well-typed but
     wrong credentials (prefix, length, verifier pattern, redirect, PKCE, expiry, state) are all
     the same ``invalid_grant``.
@@ -178,8 +179,8 @@ class RevokeApi(APIView):
     """``POST /revoke``: the agent ends its own session.
 
     With ``Authorization: Bearer bha_…`` the access token names the session (a malformed bearer is
-    401); the body may still carry ``client_app_id`` + ``refresh_token``, as the upstream SDK sends
-    them. Without a bearer both body fields are required. The answer is ``{"revoked": true}``
+    401); the body may still carry ``client_app_id`` + ``refresh_token``, as BailingHub's agent SDK
+    sends them. Without a bearer both body fields are required. The answer is ``{"revoked": true}``
     whether or not a session matched, so this endpoint reveals nothing about which tokens exist.
     """
 
@@ -210,7 +211,7 @@ class RevokeApi(APIView):
 
 
 def session_public_view(session: AgentSession) -> dict:
-    """Non-secret session metadata in the upstream ``GET /session`` shape (``expires_at`` is the
+    """Non-secret session metadata in BailingHub's ``GET /session`` shape (``expires_at`` is the
     access token's expiry; ``refresh_expires_at`` the session's absolute end)."""
     return {
         "session_id": str(session.id),
@@ -276,7 +277,8 @@ class AuthorizationDetailApi(APIView):
 
 
 class PrincipalInput(StrictSerializer):
-    """The trusted principal the business backend vouches for (research §A.2.5)."""
+    """The trusted principal the business backend vouches for (see docs/protocol.md "Agent sign-in and
+    consent")."""
 
     id = StrictCharField(min_length=1, max_length=128)
     tenant = StrictCharField(max_length=128, allow_blank=True, required=False)

@@ -26,7 +26,7 @@ from bailing.api.serializers import (
     validate_strict,
 )
 
-# Client identifiers (research §F.5): never trimmed; binary comparison.
+# Client identifiers (docs/protocol.md "Identifiers"): never trimmed; binary comparison.
 CLIENT_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}"
 RENDERER_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}"
 CLIENT_TEXT_MAX_CHARS = 64_000
@@ -38,7 +38,7 @@ USAGE_COUNT_MAX = 2**53 - 1
 
 class ClientTextField(StrictCharField):
     """Visible client text (``user_input``, ``content``): multi-line, ≤ 64,000 UTF-16 units, and
-    not empty or whitespace only (upstream's ``requireContent``)."""
+    not empty or whitespace only (BailingHub's ``requireContent``)."""
 
     default_error_messages = {**StrictCharField.default_error_messages, "empty": "Must not be empty."}
 
@@ -53,7 +53,8 @@ class ClientTextField(StrictCharField):
 
 
 class CompletionUsageSerializer(StrictSerializer):
-    """Public usage keys only (research §F.5); counts are JSON integers, cost a non-negative number."""
+    """Public usage keys only; counts are JSON integers, cost a non-negative number (docs/protocol.md
+    "Run completion")."""
 
     input_tokens = StrictIntegerField(min_value=0, max_value=USAGE_COUNT_MAX, required=False)
     cached_input_tokens = StrictIntegerField(min_value=0, max_value=USAGE_COUNT_MAX, required=False)

@@ -27,17 +27,18 @@ class WorkspaceBootstrapApi(AgentApiView):
 class CapabilitySearchApi(AgentApiView):
     """``POST /workspaces/:route/capabilities/search`` (``bailing.agent-capability-search.v1``).
 
-    Needs a non-empty ``query`` or a ``run_id`` of this session and workspace (spec "Turn"); with a
-    run and no usable query, the search ranks for that run's user input, as upstream does. A query
-    of whitespace only is no query (upstream trims before this check; a run's blank query is treated
-    the same way), so without a run it is 400 ``invalid_request``. A ``run_id`` that is not a UUID
-    is 400 ``invalid_request``; a run of another session or workspace is 404 ``run_not_found``.
+    Needs a non-empty ``query`` or a ``run_id`` of this session and workspace (spec "Turn";
+    docs/protocol.md "Capability search"); with a run and no usable query, the search ranks for that
+    run's user input, as BailingHub does. A query of whitespace only is no query (BailingHub trims
+    before this check; a run's blank query is treated the same way), so without a run it is 400
+    ``invalid_request``. A ``run_id`` that is not a UUID is 400 ``invalid_request``; a run of another
+    session or workspace is 404 ``run_not_found``.
     """
 
     body_max_bytes = catalog.SEARCH_BODY_MAX_BYTES
 
     class InputSerializer(StrictSerializer):
-        # TAB/LF/CR are allowed as upstream's client-text rule allows them; other controls are not.
+        # TAB/LF/CR are allowed as BailingHub's client-text rule allows them; other controls are not.
         query = StrictCharField(
             max_length=catalog.SEARCH_QUERY_MAX_CHARS, multiline=True, allow_blank=True, required=False
         )

@@ -24,7 +24,7 @@ from agent_runtime.patterns import ROUTE_KEY_CONFIG
 from agent_runtime.validation import authorize_url_problem
 
 CLIENT_DEFAULT_RATE_LIMIT = 60
-# window_hours up to one leap year, as upstream's budget validation allows.
+# window_hours up to one leap year, as BailingHub's budget validation allows.
 _BUDGET_WINDOW_HOURS_MAX = 8784
 _ROUTE_KEY_RE = re.compile(ROUTE_KEY_CONFIG)
 

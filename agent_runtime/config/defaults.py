@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# --- Defaults applied when reading (research §A.2.7, §F.1 R26) ------------------------------------------
+# --- Defaults applied when reading (docs/protocol.md "Workspaces") -------------------------------------
 AUDIENCE_LIST_KEYS = ("keywords", "clients", "channels", "tenants", "roles", "principals", "audiences")
 AUDIENCE_DEFAULTS: dict[str, Any] = {
     "enabled": False,
@@ -29,8 +29,9 @@ MEMORY_DEFAULTS: dict[str, Any] = {
     "summary_max_chars": 1200,
     "summary_model": None,
 }
-# Hybrid retrieval fusion (knowledge issue §2): reciprocal rank fusion with k = 60 by default, or
-# "normalized" (min-max normalised lane scores, weighted sum). Weights apply to both methods.
+# Hybrid retrieval fusion (docs/protocol.md "Knowledge retrieval"): reciprocal rank fusion with k = 60
+# by default, or "normalized" (min-max normalised lane scores, weighted sum). Weights apply to both
+# methods.
 FUSION_DEFAULTS: dict[str, Any] = {"method": "rrf", "rrf_k": 60, "lexical_weight": 1.0, "vector_weight": 1.0}
 KNOWLEDGE_DEFAULTS: dict[str, Any] = {
     "top_k": 5,
@@ -81,7 +82,7 @@ def _effective_agent_direct(direct: Mapping) -> dict:
     elif unattended is not None:
         # Deprecated meaning: every direct write needed approval unless listed as unattended. The
         # equivalent strict list is the difference, in write_tools order (spec "Write and approval
-        # semantics").
+        # semantics"; docs/protocol.md "Approval policy").
         force = [name for name in writes if name not in unattended]
     else:
         force = []

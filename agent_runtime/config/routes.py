@@ -364,8 +364,9 @@ def _agent_client(value: Any, path: str) -> dict:
 
 
 def _delivery(value: Any, path: str) -> dict:
-    # Delivery is adapter-specific upstream (extra keys allowed); the known keys are typed and the
-    # type-dependent requirements of upstream's /run delivery are kept.
+    # Delivery is adapter-specific in BailingHub (extra keys allowed); the known keys are typed and the
+    # type-dependent requirements of its /run delivery are kept (docs/compatibility.md "Workspaces and
+    # turns").
     data = read_freeform_object(value, path)
     if "type" not in data:
         raise ConfigError(field_path(path, "type"), "is required")
@@ -474,8 +475,8 @@ def validate_route_config(data: dict, *, path: str) -> dict:
         result["tools"] = _tools(data["tools"], field_path(path, "tools"))
     if "agent_client" in data:
         result["agent_client"] = _agent_client(data["agent_client"], field_path(path, "agent_client"))
-        # Agent surfaces accept only resource-name route keys (research §A.2.7): a workspace under
-        # any other key could never be reached, so say so now rather than at sign-in.
+        # Agent surfaces accept only resource-name route keys (docs/protocol.md "Identifiers"): a
+        # workspace under any other key could never be reached, so say so now rather than at sign-in.
         if result["agent_client"].get("enabled") and not _AGENT_ROUTE_RE.fullmatch(result["route_key"]):
             raise ConfigError(
                 field_path(field_path(path, "agent_client"), "enabled"),

@@ -239,7 +239,7 @@ class ContextSummary:
             return None
         context = frozen.get("context") or {}
         recent = (context.get("memory") or {}).get("recent") or []
-        # Absent ``knowledge_delivery`` is the legacy inline mode (knowledge spec "Negotiation").
+        # Absent ``knowledge_delivery`` is the legacy inline mode (docs/protocol.md "Knowledge in turns").
         delivery = context.get("knowledge_delivery") or {}
         return cls(
             run_id=str(frozen.get("run_id", "")),

@@ -17,7 +17,7 @@ from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 
 
 class AgentAuthorization(models.Model):
-    """One browser authorization request of Agent Auth v1 (research §A.2.4, §B.1).
+    """One browser authorization request of Agent Auth v1 (docs/protocol.md "Agent sign-in and consent").
 
     ``pending`` → ``approved`` → ``consumed``, or ``pending`` → ``denied`` / ``expired``. The
     one-time code exists only as ``code_hash``.
@@ -68,7 +68,7 @@ class AgentAuthorization(models.Model):
 
 
 class AgentSession(models.Model):
-    """A signed-in local agent (research §A.2.5).
+    """A signed-in local agent (docs/protocol.md "Tokens and lifetimes").
 
     Only the current access token is valid (``access_token_hash``). ``refresh_expires_at`` is fixed
     at login: refreshing never extends the session's absolute lifetime.
@@ -107,7 +107,8 @@ class AgentSession(models.Model):
 
 
 class AgentRefreshToken(models.Model):
-    """Refresh-token rotation ledger (research §A.2.6); at most one ``active`` token per session."""
+    """Refresh-token rotation ledger (docs/protocol.md "Refresh replay"); at most one ``active`` token
+    per session."""
 
     class Status(models.TextChoices):
         ACTIVE = "active"

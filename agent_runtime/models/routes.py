@@ -7,11 +7,11 @@ from django.utils import timezone
 
 
 class Route(models.Model):
-    """A route; for agents, a workspace (research §A.2.7).
+    """A route; for agents, a workspace (docs/protocol.md "Workspaces").
 
     The JSON blocks are stored as validated by ``agent_runtime.config`` (defaults are applied when
     read, see ``agent_runtime.config.route_effective``). ``run_config`` keeps the ``/run``-only
-    fields of the upstream route schema so exported configs round-trip; agent surfaces never read it.
+    fields of BailingHub's route schema so exported configs round-trip; agent surfaces never read it.
     """
 
     class Permission(models.TextChoices):

@@ -9,12 +9,13 @@ from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 
 
 class ToolProvider(models.Model):
-    """A business system whose OpenAPI + ACC spec the hub compiles into tools (research §A.2.9).
+    """A business system whose OpenAPI + ACC spec the hub compiles into tools.
 
     The spec comes from a URL on the provider (``spec_source="url"``, fetched with a signed GET and,
-    under ``signed_required``, negative probes) or inline from config. ``spec_json`` always holds the
-    last spec that compiled: a failed refresh records why in ``last_refresh_*`` and keeps it. The HMAC
-    secret is stored only encrypted (``secret_encrypted``, see ``agent_runtime.secrets_box``).
+    under ``signed_required``, negative probes; docs/protocol.md "Tool provider refresh") or inline
+    from config. ``spec_json`` always holds the last spec that compiled: a failed refresh records why
+    in ``last_refresh_*`` and keeps it. The HMAC secret is stored only encrypted
+    (``secret_encrypted``, see ``agent_runtime.secrets_box``).
     """
 
     class SpecSource(models.TextChoices):

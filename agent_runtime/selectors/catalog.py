@@ -6,30 +6,34 @@ can never disagree about the authorized set or its revision. Nothing here writes
 recomputed from the route and the stored compiled tools on every request (one query for every
 source's provider and tools), so a route or provider change takes effect on the next call.
 
-Exposure rules (research §C.3, spec "Write and approval semantics", upstream ``resolveSurface``):
+Exposure rules (docs/protocol.md "Catalog exposure"; spec "Write and approval semantics"; BailingHub's
+``resolveSurface``):
 
 * Business tools need ``tools.agent_direct.enabled``; without it the catalog is empty (bootstrap
   reports 0 tools, a knowledge-only workspace still works) and the tool surfaces answer 403
   ``agent_direct_disabled``.
 * Only providers named in ``tools.sources`` that exist and are enabled contribute. A tool belongs
   to a source when its ``scope`` matches one ``allow`` entry: the exact scope, ``*``, or ``x.*``
-  meaning ``x.`` followed by anything (upstream ``scopeAllowed``).
+  meaning ``x.`` followed by anything (as BailingHub's ``scopeAllowed``).
 * A tool name that two sources would both expose (after the allow lists, before anything else) is
-  withheld from the catalog entirely. Upstream refuses such a route's whole tool surface; withholding
-  only the ambiguous name fails closed for exactly the tool whose owner is unknown, never depends on
-  source order, and matches the compiler's rule for an ``operationId`` used twice in one spec.
+  withheld from the catalog entirely. BailingHub refuses such a route's whole tool surface;
+  withholding only the ambiguous name fails closed for exactly the tool whose owner is unknown, never
+  depends on source order, and matches the compiler's rule for an ``operationId`` used twice in one
+  spec (docs/compatibility.md "Ambiguous tool names").
 * Read-only tools need nothing more. A write (``readonly: false``) is exposed only when its name is
   in ``agent_direct.write_tools`` and the route permission is ``readwrite`` or ``full``.
 * ``force_approval_tools`` sets ``approval_required: true`` on those tools' projections; it can only
-  add approval. (Upstream skips read-only tools here; the hub honours the list for any exposed tool,
-  since listing a tool can only make it stricter.) The deprecated ``unattended_write_tools`` has
-  already been converted by :func:`agent_runtime.config.route_effective`.
+  add approval. (BailingHub skips read-only tools here; the hub honours the list for any exposed
+  tool, since listing a tool can only make it stricter: docs/compatibility.md "Forced approval of
+  read-only tools".) The deprecated ``unattended_write_tools`` has already been converted by
+  :func:`agent_runtime.config.route_effective`.
 * A tool whose ACC declaration requires a subject is hidden from a session without a trusted
-  ``on_behalf_of`` (upstream hides it too, and blocks it at invocation).
+  ``on_behalf_of`` (BailingHub hides it too, and blocks it at invocation).
 
-Tools are ordered by name the way upstream's ``localeCompare`` orders ASCII identifiers
-(:func:`tool_name_sort_key`). ``agent_client.active_tool_limit`` is carried along for turns, which
-bound their active set with it; it never shrinks the authorized catalog.
+Tools are ordered by name the way BailingHub's ``localeCompare`` orders ASCII identifiers
+(:func:`tool_name_sort_key`, docs/protocol.md "Tool order"). ``agent_client.active_tool_limit`` is
+carried along for turns, which bound their active set with it; it never shrinks the authorized
+catalog.
 
 The capability revision (:func:`_revision`) is the canonical SHA-256 of the revision schema id, the
 route key, effective permission and audience, the effective ``agent_direct`` policy (enabled, write
@@ -64,7 +68,7 @@ SEARCH_SCHEMA = "bailing.agent-capability-search.v1"
 DETAIL_SCHEMA = "bailing.agent-tool-detail.v1"
 REVISION_SCHEMA = "bailing.agent-capability-revision.v1"
 
-# Capability search bounds (research §F.5; spec: no more than 12 complete typed tools).
+# Capability search bounds (docs/protocol.md "Capability search"; spec: at most 12 complete typed tools).
 SEARCH_LIMIT_MAX = 12
 SEARCH_QUERY_MAX_CHARS = 2000
 SEARCH_BODY_MAX_BYTES = 8 * 1024
@@ -192,11 +196,11 @@ _TERTIARY = str.maketrans(
 
 @lru_cache(maxsize=4096)
 def tool_name_sort_key(name: str) -> tuple[str, str]:
-    """Sort key that orders tool names as upstream's ``String.localeCompare`` does.
+    """Sort key that orders tool names as BailingHub's ``String.localeCompare`` does.
 
     Tool names are ``[A-Za-z_][A-Za-z0-9_]*``; for those, Unicode root collation compares letters
     case-insensitively first (``_`` < digits < letters) and only then prefers lower case. Plain code
-    point order would put every upper-case name first and diverge from upstream catalogs.
+    point order would put every upper-case name first and diverge from BailingHub's catalogs.
     """
     return name.translate(_PRIMARY), name.translate(_TERTIARY)
 
@@ -390,7 +394,8 @@ _NON_WORD = re.compile(r"[^\w]+")
 
 
 def _lexical_scores(tools: Sequence[CatalogTool], query: str) -> dict[str, int]:
-    """Upstream's deterministic lexical score of every tool for ``query`` (research §D.2).
+    """BailingHub's deterministic lexical score of every tool for ``query`` (see docs/protocol.md
+    "Lexical scoring").
 
     The query is lower-cased and every run of characters other than letters, digits and ``_``
     becomes one space. Exact name 10000, else name contains the query 2000; haystack (name, scope,
@@ -482,7 +487,7 @@ def tool_surface_resolve(*, identity: AgentIdentity, route_key: str, runtime: bo
 
 
 def tool_catalog_get(*, identity: AgentIdentity, route_key: str) -> dict[str, Any]:
-    """``bailing.agent-tool-catalog.v1``: the older ``GET /tools?route=`` surface (upstream shape)."""
+    """``bailing.agent-tool-catalog.v1``: the older ``GET /tools?route=`` surface (BailingHub's shape)."""
     route, catalog = tool_surface_resolve(identity=identity, route_key=route_key, runtime=False)
     return {
         "schema_version": CATALOG_SCHEMA,
@@ -502,7 +507,7 @@ def capability_search(
 ) -> dict[str, Any]:
     """``bailing.agent-capability-search.v1``: up to ``limit`` ranked tools of the authorized set.
 
-    ``limit`` defaults to the route's ``active_tool_limit``, as upstream does; an explicit limit
+    ``limit`` defaults to the route's ``active_tool_limit``, as BailingHub does; an explicit limit
     (1–12) is honoured whatever that setting is. Every authorized tool is a candidate, so
     ``truncated``/``has_more`` mean only that the limit left authorized candidates out; match totals
     stay unknown (spec "discovery").
@@ -549,7 +554,7 @@ def tool_detail_get(
     """``bailing.agent-tool-detail.v1``: one authorized tool's projection and bounded guidance.
 
     Revalidates everything a new invocation would (identity, route, audience, direct tools, subject,
-    exact tool authorization) and compares the revision first, as upstream's invocation does: a
+    exact tool authorization) and compares the revision first, as BailingHub's invocation does: a
     stale revision is 409 ``capability_changed`` even for a tool that has since disappeared. Reads
     only: no invocation, job, approval or business request.
     """

@@ -14,7 +14,8 @@ from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentRun
 from bailing.api.errors import InvalidRequest
 
-# UUID versions 1–5 with the RFC 4122 variant, as upstream's ``safeRunId`` accepts (research §F.5).
+# UUID versions 1–5 with the RFC 4122 variant, as BailingHub's ``safeRunId`` accepts
+# (docs/protocol.md "Identifiers").
 _RUN_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.I)
 
 

@@ -1,4 +1,4 @@
-"""Agent Client Runtime turns and run completion (spec "Turn" and "Complete", research §A.2.12).
+"""Agent Client Runtime turns and run completion (docs/protocol.md "Turn idempotency", "Run completion").
 
 A turn freezes what the hub tells a local agent for one user message — instructions, memory,
 governance, knowledge status and the active tool set — into a run; a completion records the agent's
@@ -52,7 +52,8 @@ TASK_CONTROL_CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
 # Raw JSON body budget of ``turns`` and ``complete`` (spec: 512 KiB).
 RUNTIME_BODY_MAX_BYTES = 512 * 1024
 PAGE_CONTEXT_MAX_BYTES = 16 * 1024
-# Upstream bounds each page hint before it prefixes the ranking query (research §H32).
+# Each page hint is bounded before it prefixes the ranking query, as BailingHub does
+# (docs/protocol.md "Page context").
 _PAGE_HINT_KEYS = ("title", "page_name", "page_key", "url")
 _PAGE_HINT_MAX_CHARS = 500
 _HINT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -316,9 +317,10 @@ def run_complete(*, identity: AgentIdentity, run_id: str, data: dict[str, Any]) 
     """Record the agent's final visible answer on run ``run_id`` (``bailing.agent-run-completion.v1``).
 
     ``data`` is the validated completion input. The run must belong to the caller's session and
-    client (else 404 ``run_not_found``) and have a frozen context. The route gate is not rerun, as
-    upstream does not: completing only records what the agent already showed its user, in the
-    session's own conversation, and a disabled route must not leave a run unfinishable.
+    client (else 404 ``run_not_found``) and have a frozen context. The route gate is not rerun (nor
+    is it in BailingHub): completing only records what the agent already showed its user, in the
+    session's own conversation, and a disabled route must not leave a run unfinishable
+    (docs/protocol.md "Run completion").
     """
     parsed_id = run_id_parse(run_id)
     completion_hash = _completion_hash(data)
@@ -399,10 +401,10 @@ def run_complete(*, identity: AgentIdentity, run_id: str, data: dict[str, Any]) 
 
 
 def task_control_capabilities() -> dict[str, Any]:
-    """``bailing.agent-task-control-capabilities.v1`` of a hub without task control (research §H34).
+    """``bailing.agent-task-control-capabilities.v1`` of a hub without task control.
 
-    Upstream's full shape with ``supported: false``: turns refuse ``task_binding`` with 400
-    ``task_control_unsupported`` instead of ignoring it.
+    BailingHub's full shape with ``supported: false``; turns refuse ``task_binding`` with 400
+    ``task_control_unsupported`` instead of ignoring it (docs/protocol.md "Task control").
     """
     return {
         "schema_version": TASK_CONTROL_CAPABILITIES_SCHEMA,

@@ -29,7 +29,7 @@ can never lift an unconditional requirement). Rules compare JSON values strictly
 * ``contains``: element equality on an array argument, substring on a string argument;
 * ``exists``: present and not ``null``;
 * an absent argument never matches ``>``, ``>=``, ``<``, ``<=``, ``==``, ``in``, ``contains`` or
-  ``exists`` and always matches ``!=`` (upstream behaviour).
+  ``exists`` and always matches ``!=`` (as in BailingHub).
 
 Every rule is checked before the answer is returned, so a type error in a later rule is never
 hidden by an earlier match. Errors raise :class:`ApprovalConditionError` with a stable code; the
@@ -292,7 +292,7 @@ class ApprovalConditionError(Exception):
 
     ``code`` is one of ``arguments_not_object``, ``confirm_when_missing_schema``,
     ``confirm_when_untyped_schema``, ``confirm_when_argument_type``, ``confirm_when_invalid_in``
-    (upstream names); ``param`` is the rule's dot path (a schema name, never an argument value).
+    (BailingHub's names); ``param`` is the rule's dot path (a schema name, never an argument value).
     """
 
     def __init__(self, code: str, param: str | None = None):

@@ -45,9 +45,9 @@ Schemas
     Depth counts schema nesting below the top-level object (a parameter or body property is depth 1;
     ``items``, ``properties``, ``additionalProperties``, ``prefixItems``, ``not`` and every
     ``anyOf``/``oneOf``/``allOf`` branch add one; a ``$ref`` adds nothing): more than 16 levels, or
-    more than 20 ``anyOf``/``oneOf`` branches in one list, disables the tool (research §F.5). The
-    result must also pass the draft 2020-12 metaschema and fit 65,536 bytes of compact JSON (the
-    agent SDK refuses larger schemas).
+    more than 20 ``anyOf``/``oneOf`` branches in one list, disables the tool (docs/protocol.md "Tool
+    compilation"). The result must also pass the draft 2020-12 metaschema and fit 65,536 bytes of
+    compact JSON (the agent SDK refuses larger schemas).
 
 Warning codes (stable; ``severity``: ``fatal`` = spec refused, ``error`` = operation not compiled,
 ``warning`` = tool compiled with a caveat)

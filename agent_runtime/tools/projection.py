@@ -6,14 +6,16 @@ Public projection (the ``tool`` object of catalogs, capability search, turn ``ac
     name, description, description_truncated, input_schema, scope, risk,
     approval_required, readonly, idempotent, usage_guidance_available
 
-The eight upstream fields keep their machine meaning (``approval_required`` = risk ``high`` or
-``approval.required`` or any ``approval.when`` rule, before route tightening); the two seed flags
-are always present as booleans. Nothing else leaves the hub: no method/path, provider, server URL,
-extension bag, approval rules or prompt, subject field, or the original spec.
+The eight fields of BailingHub's projection keep their machine meaning (``approval_required`` =
+risk ``high`` or ``approval.required`` or any ``approval.when`` rule, before route tightening); the
+two flags the specification adds are always present as booleans. Nothing else leaves the hub: no
+method/path, provider, server URL, extension bag, approval rules or prompt, subject field, or the
+original spec (docs/protocol.md "Catalog exposure").
 ``requires_subject`` is deliberately absent too: a subject-required tool is simply not offered to a
-session without a trusted subject, as upstream does.
+session without a trusted subject, as BailingHub does.
 
-Two hashes with different jobs (spec "Read usage guidance by tool name", research §C.5, §H25):
+Two hashes with different jobs (spec "Read usage guidance by tool name"; docs/protocol.md
+"Capability revision and execution fingerprint"):
 
 * :func:`execution_fingerprint` freezes what a dispatched call *means*: name, provider, method,
   path, parameter locations and styles, request body, ``input_schema``, scope, risk, approval rules,

@@ -77,7 +77,7 @@ class UnsupportedMediaType(ApiError):
 
 
 class RequestBodyTooLarge(ApiError):
-    """Raw body over its byte budget, detected while streaming (research §H2)."""
+    """Raw body over its byte budget, detected while streaming (docs/protocol.md "Oversized requests")."""
 
     code = "arguments_too_large"
     http_status = 413

@@ -1,11 +1,11 @@
-"""``JSON.stringify`` byte-for-byte, for byte budgets (research §H3).
+"""``JSON.stringify`` byte-for-byte, for byte budgets (docs/protocol.md "Byte budgets").
 
 Python's ``json.dumps`` and JavaScript's ``JSON.stringify`` agree on strings (with
 ``ensure_ascii=False``; lone surrogates are rejected before this point), literals, structure and key
 order — but not on numbers: Python writes ``1.0``, ``1e-05`` and ``1e+16`` where JavaScript writes
 ``1``, ``0.00001`` and ``10000000000000000``, and integers beyond 2^53 are doubles in JavaScript.
 This module renders numbers with ECMAScript's Number::toString rules so a budget measured here is
-the budget an upstream client measured.
+the budget a JavaScript client (BailingHub's agent SDK among them) measured.
 """
 
 from __future__ import annotations

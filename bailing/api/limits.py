@@ -1,9 +1,10 @@
 """Byte and character budgets, measured exactly as the protocol says.
 
-* "UTF-8 bytes of ``JSON.stringify(x)``" (research §H3): compact separators, non-ASCII kept as UTF-8,
-  with numbers rendered by ECMAScript's rules (``1.0`` is ``1``), see :mod:`bailing.api.jsjson`;
-  lone surrogates are rejected before any measurement.
-* "characters" of client text (research §H4): UTF-16 code units, as JavaScript's ``.length`` counts.
+* "UTF-8 bytes of ``JSON.stringify(x)``" (docs/protocol.md "Byte budgets"): compact separators,
+  non-ASCII kept as UTF-8, with numbers rendered by ECMAScript's rules (``1.0`` is ``1``), see
+  :mod:`bailing.api.jsjson`; lone surrogates are rejected before any measurement.
+* "characters" of client text (docs/protocol.md "Counting characters"): UTF-16 code units, as
+  JavaScript's ``.length`` counts.
 * Unicode code points are used only where the spec says so (tool descriptions and guidance).
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from bailing.api.jsjson import js_stringify
 
-# The short-text width of upstream's schema (titles, labels, subjects, scopes, model names): 191
+# The short-text width of BailingHub's schema (titles, labels, subjects, scopes, model names): 191
 # characters, what an index-safe utf8mb4 column holds. One limit, used wherever the protocol says
 # "≤ 191".
 SHORT_TEXT_MAX_CHARS = 191

@@ -22,8 +22,9 @@ from bailing.api.text import has_control_chars, has_lone_surrogate
 class StrictCharField(serializers.CharField):
     """A JSON string, never coerced or trimmed.
 
-    ``length_unit`` is ``"utf16"`` (JavaScript ``.length``, research §H4, the default for client text)
-    or ``"codepoints"``. ``multiline`` allows TAB/LF/CR; other control characters are always rejected.
+    ``length_unit`` is ``"utf16"`` (JavaScript ``.length``, the default for client text; see
+    docs/protocol.md "Counting characters") or ``"codepoints"``. ``multiline`` allows TAB/LF/CR; other
+    control characters are always rejected.
     """
 
     default_error_messages = {

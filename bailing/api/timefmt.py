@@ -1,5 +1,5 @@
-"""Timestamps on the wire: ISO-8601 UTC with milliseconds and ``Z`` (research §H33), exactly what
-JavaScript's ``Date.prototype.toISOString`` writes, so agent SDKs parse them unchanged."""
+"""Timestamps on the wire: ISO-8601 UTC with milliseconds and ``Z`` (docs/protocol.md "Timestamps"),
+exactly what JavaScript's ``Date.prototype.toISOString`` writes, so agent SDKs parse them unchanged."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The knowledge push API for business backends (research §D.1), under ``/kb/``.
+"""The knowledge push API for business backends, under ``/kb/`` (docs/protocol.md "Knowledge ingestion").
 
 ``PUT /kb/{kb_id}/docs/{source_key}``    create or replace a document; it is queued for indexing
 ``DELETE /kb/{kb_id}/docs/{source_key}`` delete it with its chunks
@@ -6,13 +6,13 @@
 
 Authentication is the Client Token of an enabled client (401 ``unauthorized`` otherwise, a disabled
 client included, as everywhere the token is checked). The client must be listed in the knowledge
-base's ``writers``. As upstream does, an unknown knowledge base is 404 ``not_found`` and a known
+base's ``writers``. As BailingHub does, an unknown knowledge base is 404 ``not_found`` and a known
 one the client may not write is 403 ``forbidden``; a disabled knowledge base is 403 ``forbidden``
 as well (it accepts no writes and serves no reads until re-enabled; 409 would suggest retrying
 the same request could succeed on its own).
 
-Replies are upstream's: ``PUT`` answers 200 ``{ok, doc_id, created, status}`` for a new and for a
-replaced document alike (``created`` tells them apart; upstream clients check 200), ``status`` being
+Replies are BailingHub's: ``PUT`` answers 200 ``{ok, doc_id, created, status}`` for a new and for a
+replaced document alike (``created`` tells them apart; existing clients check 200), ``status`` being
 the document's status after the put: ``embedding`` when queued, or the current one (``ready``) when
 the content was unchanged and nothing was queued. ``DELETE`` answers ``{ok: true, deleted: true}``
 or 404 ``not_found``. Nothing is written on any 4xx: every check happens before ``document_put``.
@@ -43,7 +43,8 @@ from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, Document
 from knowledge.selectors.bases import knowledge_base_writable_for_client
 from knowledge.services.documents import document_delete, document_put
 
-CONTENT_MAX_CHARS = 300_000  # UTF-16 code units, as upstream's JavaScript counts (research §H4)
+# UTF-16 code units, as BailingHub's JavaScript counts them (docs/protocol.md "Counting characters").
+CONTENT_MAX_CHARS = 300_000
 METADATA_MAX_BYTES = 16 * 1024  # compact UTF-8 JSON
 # Raw body budget: 300,000 units written as ``\uXXXX`` escapes (json.dumps' default) are 1.8 MB;
 # title, metadata and the envelope fit in the rest. Past it: 413 before the body is parsed.

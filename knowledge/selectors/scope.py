@@ -1,4 +1,4 @@
-"""A route's knowledge scope and its revision (research §H10).
+"""A route's knowledge scope and its revision (docs/protocol.md "Scope and document revisions").
 
 The scope is what a route may retrieve from: its knowledge settings (``kb_ids``, ``top_k``,
 ``min_score``, ``inject``, ``max_docs``, ``page_boost``, ``fusion``) and, for each named knowledge

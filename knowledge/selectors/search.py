@@ -30,14 +30,14 @@ Fusion (``fusion`` = the route's ``knowledge.fusion``, defaults in ``FUSION_DEFA
     they are reported per lane but never merged directly. Ties break on ``kb_id`` then chunk id, so
     equal inputs always give the same order. Scores are ranking scores, not probabilities.
 
-Freshness (research §F.2 K26)
+Freshness (docs/protocol.md "Knowledge retrieval")
     Every candidate is re-read before it is returned: its document must be ``ready`` with the
     revision the chunk was cut from, the chunk's KB must be one of the searched KBs and still
     enabled, and the stored chunk text must still equal ``document.content[char_start:char_end]``.
     Stale candidates are dropped and later ones fill the gap (each lane fetches more candidates
     than ``limit`` for this reason).
 
-Status and degradation (research §H8)
+Status and degradation (docs/protocol.md "Search status values")
     ``disabled``     nothing to search (no KB configured, or every configured KB disabled).
     ``ok``           every source was searched (zero hits included). Searching lexically because
                      pgvector is missing (``vector_extension_missing``) or a KB embeds with provider

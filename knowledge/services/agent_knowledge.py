@@ -1,6 +1,7 @@
 """The agent knowledge protocol ``bailing.agent-knowledge.v1`` and knowledge delivery in turns.
 
-Agent-facing services (spec "Agent knowledge search and read", research §D.4, §F.2 K1–K43):
+Agent-facing services (spec "Agent knowledge search and read"; docs/protocol.md "Knowledge protocol
+limits"):
 
 * :func:`agent_knowledge_capabilities_get` — negotiation: the limits below and the scope revision.
 * :func:`agent_knowledge_search` — at most three hints (one per parent document), the whole
@@ -16,7 +17,8 @@ Shared with turns (``agent_runtime.services.runs``):
 * :func:`knowledge_delivery_build` — that block, fitted to 4096 bytes;
 * :func:`knowledge_inline_build` — the legacy inline ``knowledge`` / ``knowledge_refs`` arrays.
 
-Decisions (research §H5–H13, recorded here because the spec leaves them open):
+Decisions (recorded here because the spec leaves them open; summarised in docs/protocol.md from
+"Knowledge protocol limits" to "Knowledge in turns"):
 
 * ``query`` must contain a non-whitespace character (whitespace only counts as empty, as capability
   search does) and is at most 2000 UTF-16 units; ``limit`` is a JSON integer 1–3 (``true`` and
@@ -35,8 +37,8 @@ Decisions (research §H5–H13, recorded here because the spec leaves them open)
 * A cursor carries only its reference's digest, the next offset and the bytes served so far, and
   expires with its reference: a reading chain must be finished within 300 s of the search that
   issued the reference; after that the agent searches again (410, then a new reference).
-* ``run_id`` must name a ``context_ready`` run of this session, client and route (research §H5);
-  anything else — unknown, foreign, still preparing, completed, failed, cancelled — is 404
+* ``run_id`` must name a ``context_ready`` run of this session, client and route; anything else —
+  unknown, foreign, still preparing, completed, failed, cancelled — is 404
   ``run_not_found``. Turn preparation (server side) may bind hints to its own run while it is still
   preparing; they become readable once the turn is ``context_ready``.
 * The ``on_demand`` delivery block has no ``truncated`` field (the spec lists its fields): its
@@ -123,7 +125,7 @@ SUMMARY_MAX_CHARS = 480
 HINT_TITLE_MAX_CHARS = SHORT_TEXT_MAX_CHARS
 SCORE_DECIMALS = 4
 
-# Legacy inline delivery (research §D.2, §D.3): caps in UTF-16 units.
+# Legacy inline delivery (docs/protocol.md "Knowledge in turns"): caps in UTF-16 units.
 INLINE_TITLE_MAX_CHARS = 300
 INLINE_CHUNK_MAX_CHARS = 3000
 INLINE_DOC_MAX_CHARS = 6000
@@ -161,7 +163,8 @@ def _run_parse(run_id: str | None) -> uuid.UUID | None:
 
 
 def _run_require(*, identity: AgentIdentity, route: Route, run_id: uuid.UUID | None) -> None:
-    """A given run must be a ``context_ready`` run of this session, client and route (§H5)."""
+    """A given run must be a ``context_ready`` run of this session, client and route (see
+    docs/protocol.md "Knowledge protocol limits")."""
     if run_id is None:
         return
     run = run_get_for_session(identity=identity, run_id=run_id, route_key=route.route_key)
@@ -506,7 +509,7 @@ class InlineKnowledge:
 
 
 def knowledge_inline_build(*, scope: KnowledgeScope, query: str) -> InlineKnowledge:
-    """Inline knowledge for a turn without ``knowledge_delivery`` (research §D.2, §D.3).
+    """Inline knowledge for a turn without ``knowledge_delivery`` (docs/protocol.md "Knowledge in turns").
 
     ``chunk`` mode: the route's ``top_k`` hits, each ``{ref: "knowledge:N", title ≤ 300,
     content ≤ 3000}``. ``doc`` mode: ``max(top_k, 8)`` hits deduplicated to parent documents by best

@@ -7,10 +7,11 @@ embeddings. Unchanged content is not re-embedded: a put whose revision equals th
 a ``ready`` (or still waiting) document alone. A document in ``error`` with the same revision is
 queued again (a retry after, say, the embedding endpoint came back).
 
-Revision = SHA-256 hex of ``title + NUL + sanitized content`` (research §H11). Concurrent puts of the
-same ``(kb, source_key)`` are safe: the row is locked, and two first puts race on the unique index
-(savepoint + re-read); the later one wins as an update. A put racing a delete of the same key
-looks again after losing the insert race, so it never fails on a row that vanished.
+Revision = SHA-256 hex of ``title + NUL + sanitized content`` (docs/protocol.md "Scope and document
+revisions"). Concurrent puts of the same ``(kb, source_key)`` are safe: the row is locked, and two
+first puts race on the unique index (savepoint + re-read); the later one wins as an update. A put
+racing a delete of the same key looks again after losing the insert race, so it never fails on a row
+that vanished.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from knowledge.parsing import parse_file
 from knowledge.services.indexing import document_chunks_remove, kb_index_lock
 
 # What the sanitizer is told about the input: HTML is always converted, text never, Markdown only
-# when it looks like HTML (upstream converts pasted HTML).
+# when it looks like HTML (as BailingHub converts pasted HTML).
 _HTML_FLAG = {"html": True, "text": False, "markdown": None}
 
 

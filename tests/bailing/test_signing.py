@@ -6,7 +6,7 @@ from bailing import signing
 
 SECRET = "bailing-test-secret"
 
-# Frozen vectors, research §C.9 (upstream docs/examples/bailing-tool-verify.*).
+# Frozen vectors published with BailingHub's signature verification examples (docs/protocol.md "Signatures").
 TOOL_CALL_SIGNATURE = "sha256=6deb8dbd54268eee4631129b442acbc9797431642473326a10a5b0826431aae5"
 SPEC_FETCH_SIGNATURE = "sha256=505ab99763cd20b50ba4066ee2ac315fe6af12a8638e7dabef63508abddedc74"
 CALLBACK_SIGNATURE = "sha256=ca81d247422d926be3066f065a8c92a1beaffc6f37f01ef7d3e2c47b46f63210"

@@ -1,9 +1,10 @@
 """Contract tests: the agent knowledge protocol ``bailing.agent-knowledge.v1`` over HTTP.
 
-Every limit and error code of the spec (research §F.2 K1–K42): capabilities, search (input rules,
-run binding, the 4096-byte budget, one hint per document, statuses) and read (budgets, reading
-chains, reference binding, expiry, scope and document changes, database failure). Real PostgreSQL,
-real retrieval; knowledge bases are lexical-only unless a test needs an embedding endpoint.
+Every limit and error code of the spec (docs/protocol.md "Knowledge protocol limits" and the sections
+after it): capabilities, search (input rules, run binding, the 4096-byte budget, one hint per
+document, statuses) and read (budgets, reading chains, reference binding, expiry, scope and document
+changes, database failure). Real PostgreSQL, real retrieval; knowledge bases are lexical-only unless
+a test needs an embedding endpoint.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def identity_of(session) -> AgentIdentity:
 
 
 # --------------------------------------------------------------------------------------------------
-# Capabilities (K3, K4, K6–K12)
+# Capabilities (docs/protocol.md "Knowledge protocol limits")
 # --------------------------------------------------------------------------------------------------
 
 
@@ -229,7 +230,7 @@ def test_route_outside_the_session_grant_is_403(api_client, session):
 
 
 # --------------------------------------------------------------------------------------------------
-# Search input (K5, K15–K18)
+# Search input (docs/protocol.md "Strict input", "Knowledge protocol limits")
 # --------------------------------------------------------------------------------------------------
 
 
@@ -442,7 +443,7 @@ def test_search_with_a_current_run_echoes_it_and_binds_the_hints(api_client, ses
 
 
 # --------------------------------------------------------------------------------------------------
-# Search budget and statuses (K19–K27)
+# Search budget and statuses (docs/protocol.md "Knowledge budgets", "Search status values")
 # --------------------------------------------------------------------------------------------------
 
 
@@ -541,7 +542,7 @@ def test_search_audits_counts_and_status_but_never_the_query(api_client, session
 
 
 # --------------------------------------------------------------------------------------------------
-# Read (K28–K32)
+# Read (docs/protocol.md "Knowledge budgets")
 # --------------------------------------------------------------------------------------------------
 
 
@@ -657,7 +658,7 @@ def test_reading_a_chain_to_the_end_is_not_truncated(api_client, session, kb):
 
 
 # --------------------------------------------------------------------------------------------------
-# References and cursors (K33–K41)
+# References and cursors (docs/protocol.md "References and cursors", "Scope and document revisions")
 # --------------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Exact byte budgets of knowledge search and read responses (research §H6, §H13, K22, K30–K32)."""
+"""Exact byte budgets of knowledge search and read responses (docs/protocol.md "Knowledge budgets")."""
 
 import json
 import random

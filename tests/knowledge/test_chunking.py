@@ -1,4 +1,4 @@
-"""Sanitizing and chunking rules of research §D.1, and the exactness of chunk text."""
+"""Sanitizing and chunking rules (docs/protocol.md "Knowledge ingestion"), and the exactness of chunk text."""
 
 import random
 

@@ -131,7 +131,7 @@ def test_empty_text_is_refused():
 def test_extracted_text_over_the_limit_is_an_error_not_a_truncation():
     parse_document(b"a" * MAX_TEXT_CHARS, "max.txt")
     assert _code(b"a" * (MAX_TEXT_CHARS + 1), "over.txt") == "document_too_large"
-    # Counted in UTF-16 units, as the upstream console counts: 250,001 emoji are 500,002 units.
+    # Counted in UTF-16 units, as BailingHub's console counts: 250,001 emoji are 500,002 units.
     assert _code(("😀" * 250_001).encode(), "emoji.txt") == "document_too_large"
 
 

@@ -1,4 +1,7 @@
-"""Knowledge references and cursors: signing, opening, binding checks (research §H12, K33–K38)."""
+"""Knowledge references and cursors: signing, opening, binding checks.
+
+The rules: docs/protocol.md "References and cursors".
+"""
 
 import base64
 import hashlib

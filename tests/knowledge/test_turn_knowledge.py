@@ -1,10 +1,10 @@
 """Contract tests: knowledge in turns — legacy inline bodies and ``knowledge_delivery: "on_demand"``.
 
 Inline (no option): ``context.knowledge[]`` / ``context.knowledge_refs[]`` in chunk or doc mode with
-the research §D.3 caps, ``page_boost`` deciding whether page hints join the query, and a retrieval
-failure leaving empty arrays (the turn succeeds, the audit says why). On demand: empty arrays and
+their caps, ``page_boost`` deciding whether page hints join the query, and a retrieval failure
+leaving empty arrays (the turn succeeds, the audit says why). On demand: empty arrays and
 ``context.knowledge_delivery`` with hints bound to the run, readable once the run is context_ready.
-Replays stay byte-identical.
+Replays stay byte-identical. The rules: docs/protocol.md "Knowledge in turns".
 """
 
 from __future__ import annotations

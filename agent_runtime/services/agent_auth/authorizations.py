@@ -87,7 +87,7 @@ def _authorization_url(client: Client, authorization_id: uuid.UUID) -> str:
 
 
 def subject_display_view(value: Any) -> dict[str, Any]:
-    """``subject_display`` + ``subject_display_status`` as upstream Core 0.7 returns them."""
+    """``subject_display`` + ``subject_display_status`` as BailingHub Core 0.7 returns them."""
     if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"]:
         return {"subject_display": {"name": value["name"]}, "subject_display_status": "provided"}
     return {"subject_display": None, "subject_display_status": "missing"}
@@ -95,7 +95,7 @@ def subject_display_view(value: Any) -> dict[str, Any]:
 
 def _principal_record(principal: dict) -> dict:
     """The principal as stored on the session: ``id``, ``roles`` always; the optional strings only
-    when non-empty (an empty tenant means "no tenant", as upstream stores it)."""
+    when non-empty (an empty tenant means "no tenant", as BailingHub stores it)."""
     if not isinstance(principal, dict) or not isinstance(principal.get("id"), str) or not principal["id"]:
         raise InvalidRequest(field="principal.id")
     # The API view validates this already; the hub consent page builds the principal from a

@@ -137,11 +137,11 @@ def token_refresh(*, client_app_id: str, refresh_token: str) -> dict:
     """Rotate a refresh token: new access token (the old one stops working at once), new refresh
     token, old refresh token ``used``. ``refresh_expires_at`` never moves (absolute lifetime).
 
-    Presenting a refresh token that is no longer ``active`` is treated as theft (research H27):
-    the whole session is revoked, the presented token marked ``replayed`` and its active sibling
-    ``revoked``. That revocation commits before ``invalid_grant`` is raised. Two concurrent
-    refreshes with the same token therefore end with one success and one replay, which revokes
-    the session: a well-behaved agent serialises its own refreshes.
+    Presenting a refresh token that is no longer ``active`` is treated as theft, as BailingHub does
+    (docs/protocol.md "Refresh replay"): the whole session is revoked, the presented token marked
+    ``replayed`` and its active sibling ``revoked``. That revocation commits before ``invalid_grant``
+    is raised. Two concurrent refreshes with the same token therefore end with one success and one
+    replay, which revokes the session: a well-behaved agent serialises its own refreshes.
     """
     if not looks_like(refresh_token, REFRESH_TOKEN_PREFIX):
         raise InvalidGrant()

@@ -1,4 +1,4 @@
-"""Console sign-in with failure throttling and audit (research §A.2.1).
+"""Console sign-in with failure throttling and audit (docs/protocol.md "Rate limits and throttles").
 
 Five failed sign-ins for one (IP address, username) within ten minutes lock that pair out for the
 rest of the window: the form answers 429 without checking the password. Failures and successes are

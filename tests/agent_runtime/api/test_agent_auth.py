@@ -111,6 +111,7 @@ def logged_in(api_client, business):
 
 
 def test_create_returns_201_with_the_upstream_shape(api_client, business):
+    """The response shape of BailingHub (docs/compatibility.md "Agent sign-in")."""
     body, _ = create_body()
     response = post(api_client, "/authorizations", body)
     assert response.status_code == 201
@@ -602,6 +603,7 @@ def test_decisions_on_malformed_ids_are_404(api_client, business):
 
 
 def test_token_exchange_returns_the_upstream_token_response(api_client, business):
+    """The token response of BailingHub (docs/compatibility.md "Agent sign-in")."""
     _, code, verifier = approved_code(api_client, business)
     response = post(api_client, "/token", code_grant(code, verifier))
     assert response.status_code == 200
@@ -792,7 +794,8 @@ def test_parallel_refreshes_with_one_token_end_in_one_success_and_a_revoked_sess
         thread.join()
     assert sorted(status for status, _ in results) == [200, 400]
     assert [body["error"] for status, body in results if status == 400] == ["invalid_grant"]
-    # Upstream policy (research H27): the loser's request is a replay, so the session is revoked.
+    # BailingHub's policy (docs/protocol.md "Refresh replay"): the loser's request is a replay, so the
+    # session is revoked.
     session = AgentSession.objects.get(pk=tokens["session_id"])
     assert session.revoke_reason == "refresh_replay"
     winner = next(body for status, body in results if status == 200)

@@ -52,6 +52,7 @@ def session(shop):
 
 
 def test_catalog_has_the_upstream_shape(api_client, session):
+    """The older ``/tools`` catalog in BailingHub's shape (docs/compatibility.md "Tool catalog")."""
     response = get(api_client, CATALOG, session._access, route="orders")
     assert response.status_code == 200
     assert response["Cache-Control"] == "no-store"

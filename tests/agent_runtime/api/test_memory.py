@@ -137,7 +137,7 @@ def test_per_message_cut_counts_utf16_units_and_never_splits_a_pair(api_client, 
         # 15 + 185 = 200 fits exactly; the 1-character "x" would make 201: stop.
         (185, [("user", "a" * 185), ("user", "c" * 15)]),
         # 15 + 190 = 205 overflows: stop there, although "x" further back would still fit by size
-        # (upstream stops at the first message over budget).
+        # (BailingHub stops at the first message over budget; docs/protocol.md "Memory").
         (190, [("user", "c" * 15)]),
     ],
 )

@@ -152,7 +152,7 @@ def test_bootstrap_has_exactly_the_seed_shape_and_defaults(api_client, session):
         "summary_enabled": False,
         "summary_max_chars": 1200,
     }
-    # All six fields of the seed's shape, also without knowledge: clients read one stable schema.
+    # All six fields of the spec's shape, also without knowledge: clients read one stable schema.
     assert profile["knowledge"] == {
         "enabled": False,
         "sources": 0,

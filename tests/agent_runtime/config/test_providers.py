@@ -44,6 +44,7 @@ def _error(data: dict) -> ConfigError:
 
 # --- Validation ---------------------------------------------------------------------------------------
 def test_defaults_are_the_upstream_ones():
+    """A tool provider's defaults are BailingHub's (docs/compatibility.md "Business contract")."""
     assert validate_tool_provider_config(
         {"name": "shop", "base_url": "https://shop.example.com"}, path="p"
     ) == {

@@ -268,6 +268,7 @@ def test_conflict_with_a_disabled_provider_is_no_conflict(shop):
 
 
 def test_tools_are_ordered_like_upstream_locale_compare():
+    """BailingHub's ``localeCompare`` order (docs/protocol.md "Tool order")."""
     # Expected order as printed by Node 20: [...names].sort((a, b) => a.localeCompare(b)).
     expected = [
         "_x", "a_1", "a_b", "a1", "A1", "a1_b", "a10", "a1b", "A1b", "a2", "ab", "aB", "Ab", "alpha",

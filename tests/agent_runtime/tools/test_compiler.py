@@ -1092,7 +1092,7 @@ def when_tool(rule: dict[str, Any], properties: dict[str, Any]) -> CompiledTool:
 @pytest.mark.parametrize(
     ("rule", "arguments", "expected"),
     [
-        ({"param": "n", "op": "!=", "value": 1}, {}, True),  # absent matches != (upstream behaviour)
+        ({"param": "n", "op": "!=", "value": 1}, {}, True),  # absent matches != (as in BailingHub)
         ({"param": "n", "op": "!=", "value": 1}, {"n": 1.0}, False),  # 1 == 1.0
         ({"param": "n", "op": "==", "value": 1}, {}, False),
         ({"param": "n", "op": "<", "value": 0}, {}, False),

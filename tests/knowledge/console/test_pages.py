@@ -385,7 +385,7 @@ def test_paste_over_the_character_limit_is_refused_not_truncated(world, admin_ht
     monkeypatch.setattr(parsing, "MAX_TEXT_CHARS", 10)
     url = reverse("console:knowledge_document_add", args=[world["kb"].kb_id])
     data = {"title": "T", "source_key": "long", "content_type": "text"}
-    # UTF-16 units, as upstream counts: 5 emoji are 10 units (accepted), 6 are 12 (refused).
+    # UTF-16 units, as BailingHub counts: 5 emoji are 10 units (accepted), 6 are 12 (refused).
     assert admin_http.post(url, {**data, "content": "😀" * 5}).status_code == 302
     response = admin_http.post(url, {**data, "source_key": "longer", "content": "😀" * 6})
     assert form_codes(response) == {"content": ["document_too_large"]}

@@ -29,5 +29,5 @@ def test_every_docs_citation_resolves():
         flat = re.sub(r"\s*\n\s*(#\s*)?", " ", text)
         for doc, heading in _CITATION.findall(flat):
             if not (ROOT / "docs" / doc).is_file() or heading not in _headings(doc):
-                missing.append(f"{name}: docs/{doc} \"{heading}\"")
+                missing.append(f'{name}: docs/{doc} "{heading}"')
     assert missing == []

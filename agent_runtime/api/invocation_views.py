@@ -80,8 +80,9 @@ class InvocationResumeApi(AgentApiView):
         pass
 
     def post(self, request, invocation_id: str):
-        invocation_id = invocation_id_checked(invocation_id)
+        # The body first (budget, media type, exactly {}), as every endpoint does; then the path.
         validate_strict(self.InputSerializer, request.data)
+        invocation_id = invocation_id_checked(invocation_id)
         return Response(service.invocation_resume(identity=self.identity, invocation_id=invocation_id))
 
 

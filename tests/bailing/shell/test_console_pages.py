@@ -74,6 +74,8 @@ def test_dashboard_counts_and_database_facts(admin_http):
         "Active agent sessions": 1,
         "Workspaces": 2,
         "Knowledge documents ready": 1,
+        "Approvals pending": 0,
+        "Unknown outcomes": 0,
         "Audit events, last 24 h": 1,
     }
     assert "1 waiting, 0 failed, in 1 knowledge bases" in response.content.decode()
@@ -102,6 +104,8 @@ def test_dashboard_shows_approver_only_what_the_role_reads(approver):
         "Active agent sessions",
         "Workspaces",
         "Knowledge documents ready",
+        "Approvals pending",
+        "Unknown outcomes",
     }
 
 
@@ -726,7 +730,7 @@ def test_list_pages_do_not_query_per_row(admin_http, django_assert_max_num_queri
         session = AgentSessionFactory(client=ClientFactory())
         _record("tests.row", actor=f"a{n}", session_id=session.id, client_app_id=session.client.app_id)
     admin_http.get(reverse(url_name))  # warm the session and permission caches of this client
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):  # + the navigation's pending-approvals count
         response = admin_http.get(reverse(url_name))
     assert len(response.context["table"].rows) == 30
 

@@ -240,23 +240,32 @@ def test_signed_webhook_is_stored_as_sent(shop):
     assert record["deliveries"] == 1
 
 
-@pytest.mark.parametrize(
-    ("change", "reason"),
-    [
-        ({"token": "bk_another-client-token"}, "signature_mismatch"),
-        ({"timestamp_ms": int(time.time() * 1000) - 301_000}, "timestamp_skew"),
-        ({"timestamp_ms": int(time.time() * 1000) + 301_000}, "timestamp_skew"),
-        # A seconds timestamp (the tool-call clock) is 1970 in milliseconds.
-        ({"timestamp_ms": int(time.time())}, "timestamp_skew"),
-        ({"sign": False}, "missing_signature"),
-        ({"headers": {"X-Bailing-Signature": "sha256=" + "0" * 64}}, "signature_mismatch"),
-        ({"headers": {"X-Bailing-Signature": "md5=abc"}}, "malformed_signature"),
-        ({"headers": {"X-Bailing-Timestamp": ""}}, "missing_timestamp"),
-    ],
-)
-def test_webhook_without_a_valid_signature_is_401_and_not_stored(shop, change, reason):
+def now_ms():
+    return int(time.time() * 1000)
+
+
+# Computed when the test runs: a timestamp fixed at collection time drifts into the window.
+SIGNATURE_CASES = {
+    "other_token": (lambda: {"token": "bk_another-client-token"}, "signature_mismatch"),
+    "too_old": (lambda: {"timestamp_ms": now_ms() - 305_000}, "timestamp_skew"),
+    "too_new": (lambda: {"timestamp_ms": now_ms() + 305_000}, "timestamp_skew"),
+    # A seconds timestamp (the tool-call clock) is 1970 in milliseconds.
+    "seconds_clock": (lambda: {"timestamp_ms": int(time.time())}, "timestamp_skew"),
+    "unsigned": (lambda: {"sign": False}, "missing_signature"),
+    "zero_signature": (
+        lambda: {"headers": {"X-Bailing-Signature": "sha256=" + "0" * 64}},
+        "signature_mismatch",
+    ),
+    "other_scheme": (lambda: {"headers": {"X-Bailing-Signature": "md5=abc"}}, "malformed_signature"),
+    "no_timestamp": (lambda: {"headers": {"X-Bailing-Timestamp": ""}}, "missing_timestamp"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SIGNATURE_CASES))
+def test_webhook_without_a_valid_signature_is_401_and_not_stored(shop, case):
+    change, reason = SIGNATURE_CASES[case]
     body = approval_request()
-    response = deliver(shop, body, **change)
+    response = deliver(shop, body, **change())
     assert response.status_code == 401
     assert response.json()["error"] == "invalid_signature"
     assert response.json()["reason"] == reason
@@ -276,7 +285,7 @@ def test_body_changed_after_signing_is_401(shop):
 
 def test_signature_within_the_window_is_accepted(shop):
     body = approval_request()
-    response = deliver(shop, body, timestamp_ms=int(time.time() * 1000) - 290_000)
+    response = deliver(shop, body, timestamp_ms=now_ms() - 290_000)
     assert response.status_code == 200
 
 
@@ -398,7 +407,7 @@ def test_redelivery_is_idempotent_and_replaces_nothing(shop, hub):
     body = delivered(shop)
     approval_id = body["approval_id"]
     # The hub retries with a fresh timestamp (new signature over the same bytes).
-    again = deliver(shop, body, timestamp_ms=int(time.time() * 1000) + 1000)
+    again = deliver(shop, body, timestamp_ms=now_ms() + 1000)
     assert again.status_code == 200
     assert again.json() == {"ok": True, "approval_id": approval_id, "stored": True}
     record = stored(shop)[approval_id]

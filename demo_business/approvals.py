@@ -20,6 +20,7 @@ make the shop send its token anywhere else.
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
@@ -361,4 +362,6 @@ def post_decision(
         return DecisionOutcome(ok=False, hub_status=None, hub_error=code)
     except OSError:  # connection reset while reading, and the like
         return DecisionOutcome(ok=False, hub_status=None, hub_error="hub_unreachable")
+    except http.client.HTTPException:  # not an HTTP answer (bad status line, broken headers)
+        return DecisionOutcome(ok=False, hub_status=None, hub_error="hub_bad_response")
     return DecisionOutcome(ok=True, hub_status=status, body=answer)

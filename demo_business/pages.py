@@ -73,7 +73,9 @@ def _document(title: str, body: str) -> bytes:
 
 def _failure_text(failure: Mapping[str, Any]) -> str:
     verb = "approve" if failure["decision"] == "approved" else "deny"
-    if failure.get("hub_status") is None:
+    if failure.get("hub_error") == "hub_bad_response":
+        answer = "the hub's answer was not HTTP"
+    elif failure.get("hub_status") is None:
         answer = "the hub could not be reached"
     else:
         answer = f"the hub answered HTTP {failure['hub_status']}"

@@ -5,6 +5,7 @@ and records what the shop sends. The shop process and that hub are shared by the
 test uses its own approval ids.
 """
 
+import contextlib
 import itertools
 import json
 import socket
@@ -785,3 +786,63 @@ def test_concurrent_clicks_send_one_decision(shop, hub):
     assert codes.count(303) == 1
     assert set(codes) <= {303, 409}
     assert len(hub.requests_for(approval_id)) == 1
+
+
+class RawHub:
+    """A "hub" on a raw socket that answers every connection with fixed bytes and hangs up."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.serve, name="raw-hub")
+        self.thread.start()
+
+    def serve(self):
+        while not self.stopping.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(2)
+                with contextlib.suppress(OSError):
+                    connection.recv(65536)
+                    connection.sendall(self.answer)
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.listener.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        (b"", "hub_unreachable"),  # hangs up without a response
+        (b"SMTP ready\r\n\r\n", "hub_bad_response"),  # not HTTP at all
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{", None),  # 2xx, body cut short
+    ],
+    ids=["hang_up", "not_http", "short_body"],
+)
+def test_broken_hub_answers_are_failures_or_successes_by_status(answer, code):
+    raw_hub = RawHub(answer)
+    try:
+        env = {"DEMO_CLIENT_TOKEN": TOKEN, "DEMO_HUB_URL": raw_hub.url}
+        with running_demo_business(extra_env=env) as business:
+            approval_id = delivered(business)["approval_id"]
+            response = decide(business, approval_id, "approve")
+            record = stored(business)[approval_id]
+    finally:
+        raw_hub.stop()
+    if code is None:
+        # The hub said 200: the decision is recorded even though its body was unreadable.
+        assert response.status_code == 303
+        assert record["status"] == "approved"
+    else:
+        assert response.status_code == 502
+        assert response.headers["content-type"] == "text/html; charset=utf-8"
+        assert (record["status"], record["last_failure"]["hub_error"]) == ("pending", code)
+        assert record["in_flight"] is None

@@ -5,7 +5,12 @@ only, no Django) that serves an OpenAPI 3.1 catalog with ``x-agent-capability`` 
 signature checks, verifies every hub call with the business-contract HMAC, authorises by the signed
 ``X-Bailing-On-Behalf-Of`` subject, and deduplicates side effects by ``X-Bailing-Idempotency-Key``.
 
-Run it with ``DEMO_TOOL_SECRET=... python -m demo_business --port 8100``.
+It is also the business side of tool approvals: the hub's approval webhook (``POST /approvals``,
+signed with the agent client's Client Token), an approver's inbox for loopback clients
+(``GET /approvals``) and the decisions it posts back to the hub (``demo_business.approvals``).
+
+Run it with ``DEMO_TOOL_SECRET=... python -m demo_business --port 8100``; approvals also need
+``DEMO_CLIENT_TOKEN`` and ``DEMO_HUB_URL`` (all variables: ``demo_business.config``).
 """
 
 from demo_business.app import make_app

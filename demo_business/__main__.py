@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m demo_business",
         description="Demo Shop business system (tool provider for Bailing Hub). "
-        "Environment: DEMO_TOOL_SECRET (required), DEMO_HUB_URL (optional).",
+        "Environment: DEMO_TOOL_SECRET (required); DEMO_HUB_URL, DEMO_CLIENT_TOKEN and "
+        "DEMO_DECISION_AUTH=bearer|signed (optional, for approvals; see demo_business/config.py).",
     )
     parser.add_argument("--host", default=os.environ.get("DEMO_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=_port, default=_port(os.environ.get("DEMO_PORT", "8100")))

@@ -11,11 +11,23 @@ Every tool call passes the same gates, in this order, before any business code r
 
 A valid signature proves the hub sent the call; it never replaces step 5 (contract: "Never treat a
 valid signature as business authorization").
+
+Approvals (``demo_business.approvals``) have their own gates:
+
+* ``POST /approvals`` (the hub's approval webhook) is verified with the Client Token
+  (``DEMO_CLIENT_TOKEN``, millisecond callback signature) -> 401 ``invalid_signature``; without a
+  token configured -> 503 ``approvals_not_configured``;
+* the approver's pages ``GET /approvals``, ``GET /approvals.json`` and the forms
+  ``POST /approvals/<id>/approve|deny`` have no login of their own: they answer loopback clients
+  only (403 ``loopback_only``), to a loopback ``Host`` only (403 ``host_not_loopback``, against DNS
+  rebinding), and a form post whose browser ``Origin`` is another site is refused (403
+  ``cross_origin_form``). Never put them behind a reverse proxy: every client would then be local.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import math
 import re
@@ -29,6 +41,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from bailing import signing
+from demo_business import approvals, pages
 from demo_business.config import DemoConfig
 from demo_business.errors import DemoError, invalid_request
 from demo_business.spec import ORDER_ID_PATTERN, SPEC_PATH, spec_bytes
@@ -43,9 +56,12 @@ _MAX_AMOUNT_CENTS = 100_000_000
 # connection reset; beyond it the connection is simply closed.
 _DRAIN_LIMIT_BYTES = 1024 * 1024
 
+_JSON_CONTENT_TYPE = "application/json; charset=utf-8"
+
 _REASONS = {
     200: "OK",
     201: "Created",
+    303: "See Other",
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
@@ -56,6 +72,8 @@ _REASONS = {
     413: "Content Too Large",
     415: "Unsupported Media Type",
     500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
 }
 
 
@@ -70,6 +88,8 @@ class Request:
     headers: Mapping[str, str]
     content_type: str
     body: bytes
+    # The TCP peer (never a forwarded-for header: nothing here trusts a proxy).
+    remote_addr: str = ""
 
 
 @dataclass(slots=True)
@@ -77,6 +97,7 @@ class Response:
     status: int
     body: dict[str, Any] | bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
+    content_type: str = _JSON_CONTENT_TYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +112,20 @@ class ToolContext:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One endpoint: ``access`` is ``public`` (no signature), ``signed`` (signature only) or ``tool``."""
+    """One endpoint and its gate.
+
+    ``access``: ``public`` (no check), ``signed`` (tool signature only), ``tool`` (signature and
+    acting customer), ``webhook`` (callback signature with the Client Token) or ``local`` (loopback
+    clients only; ``form`` adds the cross-origin check). ``html`` routes render errors as a page.
+    """
 
     method: str
     pattern: re.Pattern[str]
     access: str
     handler: Callable[..., Response]
     subject_required: bool = True
+    html: bool = False
+    form: bool = False
 
 
 # --- request parsing -------------------------------------------------------------------------------
@@ -158,6 +186,7 @@ def _build_request(environ: Mapping[str, Any], config: DemoConfig) -> Request:
         headers=headers,
         content_type=headers.get("content-type", ""),
         body=_read_body(environ, config.max_body_bytes),
+        remote_addr=environ.get("REMOTE_ADDR", ""),
     )
 
 
@@ -405,6 +434,144 @@ def demo_failure_probe(ctx: ToolContext) -> Response:
     raise DemoError(500, "demo_failure", "Simulated backend failure for trace and reconciliation drills.")
 
 
+# --- approvals -------------------------------------------------------------------------------------
+
+
+def _loopback_address(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _loopback_host(host: str) -> bool:
+    """``Host`` names this process on the loopback interface: localhost, 127.0.0.0/8 or [::1]."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    return name == "localhost" or _loopback_address(name)
+
+
+def _local_gate(request: Request, route: Route) -> None:
+    if not _loopback_address(request.remote_addr):
+        raise DemoError(403, "loopback_only", "The approvals pages answer local clients only.")
+    host = request.headers.get("host", "")
+    # Browsers always send Host: a foreign name pointing at 127.0.0.1 (DNS rebinding) stops here.
+    if host and not _loopback_host(host):
+        raise DemoError(403, "host_not_loopback", "Open the approvals pages through a loopback address.")
+    if route.form and _cross_origin(request, host):
+        # A page on another origin (the operator's browser is local too) must not decide approvals.
+        raise DemoError(403, "cross_origin_form", "Decisions are accepted only from the approvals page.")
+
+
+def _cross_origin(request: Request, host: str) -> bool:
+    """A browser says where a form post comes from; scripts and curl send neither header."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin.lower() != f"http://{host.lower()}":
+        return True
+    return request.headers.get("sec-fetch-site", "same-origin") not in {"same-origin", "none"}
+
+
+def _form(request: Request, allowed: frozenset[str]) -> dict[str, str]:
+    """An HTML form post (urlencoded) or the same fields as a JSON object of strings."""
+    if not request.body:
+        return {}
+    media_type = request.content_type.split(";", 1)[0].strip().lower()
+    if media_type == "application/json":
+        data = _json_object(request)
+    elif media_type == "application/x-www-form-urlencoded":
+        try:
+            pairs = parse_qsl(
+                request.body.decode("ascii"), keep_blank_values=True, strict_parsing=True, errors="strict"
+            )
+        except ValueError:  # also UnicodeDecodeError
+            raise invalid_request("body", "The form data is malformed.") from None
+        data = {}
+        for name, value in pairs:
+            if name in data:
+                raise invalid_request(name, "The field is repeated.")
+            data[name] = value
+    else:
+        raise DemoError(415, "unsupported_media_type", "Send the form urlencoded or as application/json.")
+    for name, value in data.items():
+        if name not in allowed:
+            raise invalid_request(name, "Unknown field.")
+        if not isinstance(value, str):
+            raise invalid_request(name, "Must be a string.")
+    return data
+
+
+def _html(status: int, body: bytes, headers: list[tuple[str, str]] | None = None) -> Response:
+    return Response(
+        status, body, [*pages.HTML_HEADERS, *(headers or [])], content_type=pages.HTML_CONTENT_TYPE
+    )
+
+
+def _approval_routes(config: DemoConfig, inbox: approvals.ApprovalInbox) -> list[Route]:
+    def notes() -> list[str]:
+        found = []
+        if not config.client_token:
+            found.append("DEMO_CLIENT_TOKEN is not set: the hub cannot deliver approval requests here.")
+        if not config.hub_url:
+            found.append("DEMO_HUB_URL is not set: decisions cannot be sent to the hub.")
+        return found
+
+    def receive(request: Request, params: dict[str, str]) -> Response:
+        approval = approvals.parse_request(_json_object(request))
+        inbox.receive(approval)
+        return Response(200, {"ok": True, "approval_id": approval["approval_id"], "stored": True})
+
+    def page(request: Request, params: dict[str, str]) -> Response:
+        _query(request, frozenset())
+        return _html(200, pages.approvals_page(inbox.records(), notes=notes()))
+
+    def listing(request: Request, params: dict[str, str]) -> Response:
+        _query(request, frozenset())
+        records = inbox.records()
+        return Response(200, {"ok": True, "count": len(records), "approvals": records})
+
+    def decide(request: Request, params: dict[str, str]) -> Response:
+        _query(request, frozenset())
+        decision = "approved" if params["action"] == "approve" else "denied"
+        approval_id = int(params["approval_id"])
+        comment = approvals.parse_comment(_form(request, frozenset({"comment"})).get("comment"))
+        if not config.client_token:
+            raise DemoError(503, "approvals_not_configured", "DEMO_CLIENT_TOKEN is not set.")
+        if not config.hub_url:
+            raise DemoError(503, "hub_not_configured", "DEMO_HUB_URL is not set.")
+        stored = inbox.begin_decision(approval_id, decision)
+        outcome = approvals.DecisionOutcome(ok=False, hub_status=None, hub_error="internal_error")
+        try:
+            outcome = approvals.post_decision(config, stored, decision, comment)
+        finally:  # even on an unexpected error, so the request does not stay "being sent" forever
+            inbox.finish_decision(approval_id, decision, comment, outcome)
+        if outcome.ok:
+            return Response(303, b"", [("Location", "/approvals")], content_type="text/plain; charset=utf-8")
+        failure = next((r["last_failure"] for r in inbox.records() if r["approval_id"] == approval_id), None)
+        notice = pages.failure_notice(approval_id, failure)
+        return _html(502, pages.approvals_page(inbox.records(), notes=notes(), notice=notice))
+
+    approval_id = r"(?P<approval_id>[1-9][0-9]{0,15})"
+    return [
+        Route("POST", re.compile(r"/approvals"), "webhook", receive),
+        Route("GET", re.compile(r"/approvals"), "local", page, html=True),
+        Route("GET", re.compile(r"/approvals\.json"), "local", listing),
+        Route(
+            "POST",
+            re.compile(rf"/approvals/{approval_id}/(?P<action>approve|deny)"),
+            "local",
+            decide,
+            html=True,
+            form=True,
+        ),
+    ]
+
+
 # --- application -----------------------------------------------------------------------------------
 
 
@@ -434,6 +601,22 @@ def _routes(config: DemoConfig, store: DemoStore) -> list[Route]:
     ]
 
 
+def _verify_webhook(config: DemoConfig, request: Request, now: float) -> None:
+    if not config.client_token:
+        raise DemoError(503, "approvals_not_configured", "This shop has no Client Token (DEMO_CLIENT_TOKEN).")
+    verified = signing.verify_callback(
+        secret=config.client_token,
+        headers=request.headers,
+        body=request.body,
+        now_ms=int(now * 1000),
+        tolerance_seconds=config.signature_tolerance_seconds,
+    )
+    if not verified:
+        raise DemoError(
+            401, "invalid_signature", "The request is not signed by the hub.", reason=verified.reason
+        )
+
+
 def _acting_user(subject: str, *, required: bool) -> str | None:
     if not subject:
         if required:
@@ -446,11 +629,44 @@ def _acting_user(subject: str, *, required: bool) -> str | None:
 
 
 def make_app(
-    config: DemoConfig, *, store: DemoStore | None = None, clock: Callable[[], float] = time.time
+    config: DemoConfig,
+    *,
+    store: DemoStore | None = None,
+    inbox: approvals.ApprovalInbox | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> WsgiApp:
-    """Build the Demo Shop WSGI callable; ``store`` and ``clock`` are injectable for in-process use."""
+    """Build the Demo Shop WSGI callable; ``store``, ``inbox`` and ``clock`` are injectable for
+    in-process use."""
     store = store or DemoStore(max_idempotency_records=config.max_idempotency_records)
-    routes = _routes(config, store)
+    inbox = inbox or approvals.ApprovalInbox(max_records=config.max_approval_records)
+    routes = _routes(config, store) + _approval_routes(config, inbox)
+
+    def run(route: Route, request: Request, params: dict[str, str]) -> Response:
+        if route.access == "public":
+            return route.handler(request)
+        if route.access == "webhook":
+            _verify_webhook(config, request, clock())
+            return route.handler(request, params)
+        if route.access == "local":
+            _local_gate(request, route)
+            return route.handler(request, params)
+        verified = signing.verify_tool_request(
+            secret=config.tool_secret,
+            headers=request.headers,
+            method=request.method,
+            path_with_query=request.path_with_query,
+            body=request.body,
+            now=clock(),
+            tolerance_seconds=config.signature_tolerance_seconds,
+        )
+        if not verified:
+            raise DemoError(
+                401, "invalid_signature", "The request is not signed by the hub.", reason=verified.reason
+            )
+        if route.access == "signed":
+            return route.handler(request)
+        user = _acting_user(verified.on_behalf_of, required=route.subject_required)
+        return route.handler(ToolContext(request=request, user=user, params=params, store=store))
 
     def dispatch(request: Request) -> Response:
         allowed: list[str] = []
@@ -461,27 +677,12 @@ def make_app(
             if route.method != request.method:
                 allowed.append(route.method)
                 continue
-            if route.access == "public":
-                return route.handler(request)
-            verified = signing.verify_tool_request(
-                secret=config.tool_secret,
-                headers=request.headers,
-                method=request.method,
-                path_with_query=request.path_with_query,
-                body=request.body,
-                now=clock(),
-                tolerance_seconds=config.signature_tolerance_seconds,
-            )
-            if not verified:
-                raise DemoError(
-                    401, "invalid_signature", "The request is not signed by the hub.", reason=verified.reason
-                )
-            if route.access == "signed":
-                return route.handler(request)
-            user = _acting_user(verified.on_behalf_of, required=route.subject_required)
-            return route.handler(
-                ToolContext(request=request, user=user, params=match.groupdict(), store=store)
-            )
+            try:
+                return run(route, request, match.groupdict())
+            except DemoError as exc:
+                if not route.html:
+                    raise
+                return _html(exc.status, pages.error_page(exc.status, exc.code, exc.message))
         if allowed:
             error = DemoError(405, "method_not_allowed", "This path does not accept that method.")
             return Response(405, error.body(), [("Allow", ", ".join(sorted(set(allowed))))])
@@ -501,7 +702,7 @@ def make_app(
             else json.dumps(response.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         )
         headers = [
-            ("Content-Type", "application/json; charset=utf-8"),
+            ("Content-Type", response.content_type),
             ("Content-Length", str(len(payload))),
         ]
         if not any(name == "Cache-Control" for name, _ in response.headers):

@@ -1,5 +1,7 @@
 import pytest
 
+# The chaos business fixture, for this package only (tests/support/chaos_business.py).
+from tests.support.chaos_business import chaos_business  # noqa: F401
 from tests.support.demo_business import running_demo_business
 
 

@@ -5,6 +5,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.demo_business import REPO_ROOT, running_demo_business
 
 
@@ -28,6 +30,33 @@ def test_invalid_hub_url_refuses_to_start():
         ["-m", "demo_business", "--port", "0"], {"DEMO_TOOL_SECRET": "s", "DEMO_HUB_URL": "ftp://x"}
     )
     assert result.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"DEMO_DECISION_AUTH": "hmac"},
+        {"DEMO_CLIENT_TOKEN": "has space"},
+        {"DEMO_CLIENT_TOKEN": "line\nbreak"},
+        {"DEMO_HUB_URL": "http://hub.example/?x=1"},
+    ],
+)
+def test_bad_approval_configuration_refuses_to_start(env):
+    result = run_module(["-m", "demo_business", "--port", "0"], {"DEMO_TOOL_SECRET": "s", **env})
+    assert result.returncode == 2
+    assert result.stdout == ""
+
+
+def test_approval_configuration_is_optional_and_read_from_the_environment():
+    code = (
+        "from demo_business.config import DemoConfig; c = DemoConfig.from_env(); "
+        "print(c.client_token, c.decision_auth, c.hub_url)"
+    )
+    plain = run_module(["-c", code], {"DEMO_TOOL_SECRET": "s"})
+    assert plain.stdout.split() == ["bearer"]
+    env = {"DEMO_TOOL_SECRET": "s", "DEMO_CLIENT_TOKEN": "bk_x", "DEMO_DECISION_AUTH": "Signed"}
+    configured = run_module(["-c", code], {**env, "DEMO_HUB_URL": "http://127.0.0.1:8000/"})
+    assert configured.stdout.split() == ["bk_x", "signed", "http://127.0.0.1:8000"]
 
 
 def test_demo_business_does_not_load_django():

@@ -121,14 +121,17 @@ def _read_first_line(stream: Any, lines: queue.Queue[str]) -> None:
 
 @contextlib.contextmanager
 def running_demo_business(
-    *, secret: str | None = None, extra_env: Mapping[str, str] | None = None
+    *, secret: str | None = None, extra_env: Mapping[str, str] | None = None, host: str = "127.0.0.1"
 ) -> Iterator[DemoBusiness]:
-    """Start ``python -m demo_business --port 0``, wait until it listens, stop it on exit."""
+    """Start ``python -m demo_business --port 0``, wait until it listens, stop it on exit.
+
+    ``host`` is the bind address (``0.0.0.0`` to reach it through a non-loopback interface too).
+    """
     secret = secret or "demo-secret-" + secrets.token_hex(16)
     env = {**os.environ, "DEMO_TOOL_SECRET": secret, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "demo_business", "--host", "127.0.0.1", "--port", "0"],
+            [sys.executable, "-m", "demo_business", "--host", host, "--port", "0"],
             cwd=REPO_ROOT,
             env=env,
             stdout=subprocess.PIPE,

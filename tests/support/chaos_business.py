@@ -1,0 +1,590 @@
+"""A misbehaving business system for hub tests: tools that write and then fail in the ways networks do.
+
+The Demo Shop stays an honest business; this one exists to test how the hub dispatches side effects
+when the answer is lost. Every tool call is verified with :mod:`bailing.signing` (the catalog is
+``signed_required`` too: unsigned or wrongly signed requests are 401 and reach no tool), and each
+tool counts the writes it *performed* before it misbehaves, so a test can tell "the business did
+it once" from "the hub sent it twice":
+
+======================  =======  =========================================================================
+tool                    method   behaviour
+======================  =======  =========================================================================
+chaos_ok                POST     writes, answers 200 JSON
+chaos_drop_after_write  POST     writes, then closes the connection without any response
+chaos_hang              POST     writes, then never answers (until the server stops, at most 300 s)
+chaos_reset_mid_body    POST     writes, sends 200 headers with ``Content-Length: 1000`` and 10 body
+                                 bytes, then resets the connection (RST, ``SO_LINGER`` 0)
+chaos_slow_ok           POST     waits ``delay_ms``, then writes and answers 200 (nothing is written if
+                                 the server stops while it waits)
+chaos_read              GET      readonly; counts calls; ``mode=drop`` (or :meth:`ChaosBusiness.drop_reads`)
+                                 closes the connection without a response
+======================  =======  =========================================================================
+
+The fixture is not registered globally: import it in the ``conftest.py`` of the test package that
+uses it (importing it into a test module works too, but ruff then flags every test parameter of that
+name as F811)::
+
+    # tests/<package>/conftest.py
+    from tests.support.chaos_business import chaos_business  # noqa: F401
+
+    # tests/<package>/test_dispatch.py
+    def test_lost_answer_is_not_resent(chaos_business):
+        ...  # provider base_url=chaos_business.base_url, secret=chaos_business.secret
+        assert chaos_business.writes("chaos_drop_after_write") == 1
+
+or ``with running_chaos_business() as chaos: ...`` outside pytest fixtures. The server listens on
+127.0.0.1 on a free port; :meth:`ChaosBusiness.stop` (run at fixture teardown) wakes hanging tools,
+closes open connections and joins every thread it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import secrets
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from bailing import signing
+
+SPEC_PATH = "/.well-known/bailing/tools.json"
+TOOLS = (
+    "chaos_ok",
+    "chaos_drop_after_write",
+    "chaos_hang",
+    "chaos_reset_mid_body",
+    "chaos_slow_ok",
+    "chaos_read",
+)
+# Declared execution.timeout_ms: short so a hub gives up on chaos_hang quickly; chaos_slow_ok gets
+# room for its delay (a "worker killed during dispatch" test needs the call to be slow, not failed).
+TIMEOUT_MS = 1500
+SLOW_TIMEOUT_MS = 10_000
+MAX_DELAY_MS = 60_000
+# chaos_hang waits for the server to stop, but never longer than this.
+HANG_LIMIT_SECONDS = 300.0
+MAX_BODY_BYTES = 64 * 1024
+# The partial answer of chaos_reset_mid_body: 10 bytes of a promised 1000.
+PARTIAL_BODY = b'{"ok":true'
+PROMISED_LENGTH = 1000
+
+_ROUTES = {
+    ("POST", "/chaos/ok"): "chaos_ok",
+    ("POST", "/chaos/drop-after-write"): "chaos_drop_after_write",
+    ("POST", "/chaos/hang"): "chaos_hang",
+    ("POST", "/chaos/reset-mid-body"): "chaos_reset_mid_body",
+    ("POST", "/chaos/slow-ok"): "chaos_slow_ok",
+    ("GET", "/chaos/read"): "chaos_read",
+}
+
+
+# --- catalog ---------------------------------------------------------------------------------------
+
+_NOTE = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "Free text stored with the write, so a test can tell its calls apart.",
+}
+
+
+def _acc(scope: str, *, readonly: bool, timeout_ms: int, result: str, when: str) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "enabled": True,
+        "scope": scope,
+        "risk": {"level": "medium"},
+        "execution": {"readonly": readonly, "idempotent": readonly, "timeout_ms": timeout_ms},
+        "outcome": {"result": result, "side_effect": "read" if readonly else "write"},
+        "guidance": {"when_to_use": when, "returns": result},
+    }
+
+
+def _write_operation(
+    tool: str, summary: str, result: str, *, properties: dict[str, Any], required: list[str], timeout_ms: int
+) -> dict[str, Any]:
+    return {
+        "operationId": tool,
+        "summary": summary,
+        "description": f"{summary} Test fixture of the hub: counts the writes it performs.",
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": properties,
+                        "required": required,
+                    }
+                }
+            },
+        },
+        "responses": {"200": {"description": result}},
+        "x-agent-capability": _acc(
+            "chaos.write",
+            readonly=False,
+            timeout_ms=timeout_ms,
+            result=result,
+            when="Only in hub tests of lost, late or broken answers to side-effecting calls.",
+        ),
+    }
+
+
+def build_spec() -> dict[str, Any]:
+    """The chaos catalog: OpenAPI 3.1 with one ``x-agent-capability`` per tool (a fresh copy)."""
+    note_only = {"properties": {"note": _NOTE}, "required": ["note"], "timeout_ms": TIMEOUT_MS}
+    paths = {
+        "/chaos/ok": {
+            "post": _write_operation(
+                "chaos_ok", "Record a write and answer.", "ok and the write number.", **note_only
+            )
+        },
+        "/chaos/drop-after-write": {
+            "post": _write_operation(
+                "chaos_drop_after_write",
+                "Record a write, then close the connection without answering.",
+                "Never answers.",
+                **note_only,
+            )
+        },
+        "/chaos/hang": {
+            "post": _write_operation(
+                "chaos_hang", "Record a write, then never answer.", "Never answers.", **note_only
+            )
+        },
+        "/chaos/reset-mid-body": {
+            "post": _write_operation(
+                "chaos_reset_mid_body",
+                "Record a write, then reset the connection in the middle of the response body.",
+                "A truncated response.",
+                **note_only,
+            )
+        },
+        "/chaos/slow-ok": {
+            "post": _write_operation(
+                "chaos_slow_ok",
+                "Wait, then record a write and answer.",
+                "ok and the write number, after the delay.",
+                properties={
+                    "delay_ms": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": MAX_DELAY_MS,
+                        "description": "How long to wait before writing, in milliseconds.",
+                    },
+                    "note": _NOTE,
+                },
+                required=["delay_ms"],
+                timeout_ms=SLOW_TIMEOUT_MS,
+            )
+        },
+        "/chaos/read": {
+            "get": {
+                "operationId": "chaos_read",
+                "summary": "Read a counter, or drop the connection.",
+                "description": "Readonly test fixture of the hub: counts its calls.",
+                "parameters": [
+                    {
+                        "name": "mode",
+                        "in": "query",
+                        "required": False,
+                        "description": "ok answers; drop closes the connection without a response.",
+                        "schema": {"type": "string", "enum": ["ok", "drop"]},
+                    }
+                ],
+                "responses": {"200": {"description": "ok and the number of calls so far."}},
+                "x-agent-capability": _acc(
+                    "chaos.read",
+                    readonly=True,
+                    timeout_ms=TIMEOUT_MS,
+                    result="ok and the number of calls so far.",
+                    when="Only in hub tests of lost answers to readonly calls.",
+                ),
+            }
+        },
+    }
+    return copy.deepcopy(
+        {
+            "openapi": "3.1.0",
+            "info": {"title": "Chaos business (hub test fixture)", "version": "1.0.0"},
+            "security": [{"bailingSignature": []}],
+            "paths": paths,
+            "components": {
+                "securitySchemes": {
+                    "bailingSignature": {"type": "apiKey", "in": "header", "name": signing.SIGNATURE_HEADER}
+                }
+            },
+        }
+    )
+
+
+# --- state -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosRequest:
+    """One verified call that reached a tool, as received (header names lowercased)."""
+
+    tool: str
+    method: str
+    path_with_query: str
+    headers: dict[str, str]
+    body: bytes
+    on_behalf_of: str
+    job_id: str
+    idempotency_key: str | None
+
+
+class _State:
+    """Counters and switches shared by the handler threads and the test (one lock for all)."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.performed: dict[str, int] = dict.fromkeys(TOOLS, 0)
+        self.received: dict[str, list[ChaosRequest]] = {tool: [] for tool in TOOLS}
+        self.rejected = 0
+        self.reads_to_drop = 0
+
+    def perform(self, tool: str) -> int:
+        with self.lock:
+            self.performed[tool] += 1
+            return self.performed[tool]
+
+    def take_drop(self) -> bool:
+        with self.lock:
+            if self.reads_to_drop > 0:
+                self.reads_to_drop -= 1
+                return True
+            return False
+
+    def reset(self) -> None:
+        with self.lock:
+            self.performed = dict.fromkeys(TOOLS, 0)
+            self.received = {tool: [] for tool in TOOLS}
+            self.rejected = 0
+            self.reads_to_drop = 0
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, code: str, field: str | None = None) -> None:
+        super().__init__(code)
+        self.status = status
+        self.code = code
+        self.field = field
+
+
+# --- HTTP ------------------------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    # Handler threads are joined by server_close() (ThreadingMixIn.block_on_close), never left behind.
+    daemon_threads = False
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+        self.spec_bytes = json.dumps(build_spec(), separators=(",", ":")).encode()
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def track(self, connection: socket.socket, *, open_: bool) -> None:
+        with self._connections_lock:
+            if open_:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def close_connections(self) -> None:
+        """Wake handler threads blocked on idle keep-alive connections."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    # Socket timeout: an idle keep-alive connection is dropped after this (stop() is sooner).
+    timeout = 30
+
+    def setup(self) -> None:
+        super().setup()
+        threading.current_thread().name = "chaos-business-handler"
+        self.server.track(self.connection, open_=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.track(self.connection, open_=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    # --- plumbing ----------------------------------------------------------------------------------
+
+    def _send_json(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding"):
+            raise _BadRequest(411, "length_required")
+        raw_length = self.headers.get("Content-Length") or "0"
+        if not raw_length.isdigit():
+            raise _BadRequest(400, "invalid_request", "content_length")
+        length = int(raw_length)
+        if length > MAX_BODY_BYTES:
+            raise _BadRequest(413, "request_too_large")
+        body = self.rfile.read(length) if length else b""
+        if len(body) != length:
+            raise _BadRequest(400, "invalid_request", "body")
+        return body
+
+    def _drop(self) -> None:
+        """No response at all: the connection is closed (FIN) once the handler returns."""
+        self.close_connection = True
+
+    def _handle(self) -> None:
+        state = self.server.state
+        try:
+            body = self._read_body()
+        except _BadRequest as exc:
+            self.close_connection = True  # the rest of the request was not read
+            self._send_json(exc.status, {"error": exc.code}, {"Connection": "close"})
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        verified = signing.verify_tool_request(
+            secret=state.secret, headers=headers, method=self.command, path_with_query=self.path, body=body
+        )
+        if not verified:
+            with state.lock:
+                state.rejected += 1
+            self._send_json(401, {"error": "invalid_signature", "reason": verified.reason})
+            return
+        parts = urlsplit(self.path)
+        if (self.command, parts.path) == ("GET", SPEC_PATH):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(self.server.spec_bytes)))
+            self.send_header("Cache-Control", "private, no-store")
+            self.end_headers()
+            self.wfile.write(self.server.spec_bytes)
+            return
+        tool = _ROUTES.get((self.command, parts.path))
+        if tool is None:
+            known = any(path == parts.path for _, path in _ROUTES)
+            self._send_json(405 if known else 404, {"error": "method_not_allowed" if known else "not_found"})
+            return
+        with state.lock:
+            state.received[tool].append(
+                ChaosRequest(
+                    tool=tool,
+                    method=self.command,
+                    path_with_query=self.path,
+                    headers=headers,
+                    body=body,
+                    on_behalf_of=verified.on_behalf_of,
+                    job_id=verified.job_id,
+                    idempotency_key=headers.get(signing.IDEMPOTENCY_KEY_HEADER.lower()),
+                )
+            )
+        try:
+            arguments = self._arguments(tool, parts.query, body)
+        except _BadRequest as exc:
+            self._send_json(exc.status, {"error": exc.code, "field": exc.field})
+            return
+        getattr(self, f"_{tool}")(arguments)
+
+    def _arguments(self, tool: str, query: str, body: bytes) -> dict[str, Any]:
+        if tool == "chaos_read":
+            if body:
+                raise _BadRequest(400, "invalid_request", "body")
+            try:
+                pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+            except ValueError:
+                raise _BadRequest(400, "invalid_request", "query") from None
+            arguments = dict(pairs)
+            if len(arguments) != len(pairs) or set(arguments) - {"mode"}:
+                raise _BadRequest(400, "invalid_request", "query")
+            if arguments.get("mode", "ok") not in {"ok", "drop"}:
+                raise _BadRequest(400, "invalid_request", "mode")
+            return arguments
+        if query:
+            raise _BadRequest(400, "invalid_request", "query")
+        try:
+            arguments = json.loads(body or b"{}")
+        except ValueError:
+            raise _BadRequest(400, "invalid_json") from None
+        if not isinstance(arguments, dict):
+            raise _BadRequest(400, "invalid_request", "body")
+        allowed = {"delay_ms", "note"} if tool == "chaos_slow_ok" else {"note"}
+        for name in arguments:
+            if name not in allowed:
+                raise _BadRequest(400, "invalid_request", name)
+        note_required = tool != "chaos_slow_ok"
+        if "note" in arguments or note_required:
+            note = arguments.get("note")
+            if not isinstance(note, str) or not 1 <= len(note) <= 200:
+                raise _BadRequest(400, "invalid_request", "note")
+        if tool == "chaos_slow_ok":
+            delay = arguments.get("delay_ms")
+            if isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= MAX_DELAY_MS:
+                raise _BadRequest(400, "invalid_request", "delay_ms")
+        return arguments
+
+    # --- tools -------------------------------------------------------------------------------------
+
+    def _answer_write(self, tool: str, number: int, arguments: dict[str, Any]) -> None:
+        self._send_json(200, {"ok": True, "tool": tool, "write": number, "note": arguments.get("note")})
+
+    def _chaos_ok(self, arguments: dict[str, Any]) -> None:
+        self._answer_write("chaos_ok", self.server.state.perform("chaos_ok"), arguments)
+
+    def _chaos_drop_after_write(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_drop_after_write")
+        self._drop()
+
+    def _chaos_hang(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_hang")
+        self.server.state.stopping.wait(HANG_LIMIT_SECONDS)
+        self._drop()
+
+    def _chaos_reset_mid_body(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_reset_mid_body")
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {PROMISED_LENGTH}\r\n\r\n"
+        ).encode("ascii")
+        self.wfile.write(head + PARTIAL_BODY)
+        # Let the client read the headers and the first bytes before the reset arrives.
+        self.server.state.stopping.wait(0.1)
+        self.close_connection = True
+        connection = self.connection
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # The buffered reader holds a reference to the socket: release it so close() really closes
+        # (and resets) now, not later in finish() after a graceful shutdown.
+        self.rfile.close()
+        connection.close()
+
+    def _chaos_slow_ok(self, arguments: dict[str, Any]) -> None:
+        if self.server.state.stopping.wait(arguments["delay_ms"] / 1000):
+            self._drop()  # stopped while waiting: nothing written, nothing answered
+            return
+        self._answer_write("chaos_slow_ok", self.server.state.perform("chaos_slow_ok"), arguments)
+
+    def _chaos_read(self, arguments: dict[str, Any]) -> None:
+        state = self.server.state
+        calls = state.perform("chaos_read")
+        if arguments.get("mode") == "drop" or state.take_drop():
+            self._drop()
+            return
+        self._send_json(200, {"ok": True, "tool": "chaos_read", "calls": calls})
+
+
+# --- the test's handle -----------------------------------------------------------------------------
+
+
+class ChaosBusiness:
+    """A running chaos business system: where it listens, its secret, its catalog and its counters."""
+
+    def __init__(self, *, secret: str | None = None) -> None:
+        self.secret = secret or "chaos-secret-" + secrets.token_hex(16)
+        self._state = _State(self.secret)
+        self._server = _Server(self._state)
+        host, port = self._server.server_address[:2]
+        self.base_url = f"http://{host}:{port}"
+        self.spec_path = SPEC_PATH
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="chaos-business"
+        )
+        self._thread.start()
+        self._stopped = False
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The catalog served at :data:`SPEC_PATH` (a fresh copy; mutate freely)."""
+        return build_spec()
+
+    def url(self, path_with_query: str) -> str:
+        return self.base_url + path_with_query
+
+    def writes(self, tool: str) -> int:
+        """Writes ``tool`` performed (for ``chaos_read``: the calls it served, dropped ones included)."""
+        with self._state.lock:
+            return self._state.performed[tool]
+
+    def calls(self, tool: str) -> int:
+        """Verified requests that reached ``tool`` (also those it refused as invalid input)."""
+        with self._state.lock:
+            return len(self._state.received[tool])
+
+    def requests(self, tool: str) -> list[ChaosRequest]:
+        with self._state.lock:
+            return list(self._state.received[tool])
+
+    def rejected(self) -> int:
+        """Requests refused with 401 (missing or bad signature), catalog fetches included."""
+        with self._state.lock:
+            return self._state.rejected
+
+    def drop_reads(self, count: int = 1) -> None:
+        """The next ``count`` calls of ``chaos_read`` drop the connection whatever their ``mode``."""
+        with self._state.lock:
+            self._state.reads_to_drop = count
+
+    def reset(self) -> None:
+        """Zero every counter, forget recorded requests and pending read drops."""
+        self._state.reset()
+
+    def stop(self) -> None:
+        """Stop serving, wake hanging tools, close connections and join every thread (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._state.stopping.set()
+        self._server.shutdown()
+        self._server.close_connections()
+        self._server.server_close()  # joins the handler threads
+        self._thread.join()
+
+
+@contextlib.contextmanager
+def running_chaos_business(*, secret: str | None = None) -> Iterator[ChaosBusiness]:
+    chaos = ChaosBusiness(secret=secret)
+    try:
+        yield chaos
+    finally:
+        chaos.stop()
+
+
+@pytest.fixture
+def chaos_business() -> Iterator[ChaosBusiness]:
+    """A fresh chaos business system per test, stopped (threads joined) at teardown."""
+    with running_chaos_business() as chaos:
+        yield chaos

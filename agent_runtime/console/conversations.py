@@ -27,7 +27,7 @@ from django.db.models.functions import Greatest
 from django.urls import reverse
 from django.views.generic import DetailView, ListView
 
-from agent_runtime.models import AgentConversation, AgentRun, Client, Route
+from agent_runtime.models import AgentConversation, AgentRun, Client, Route, ToolInvocation
 from bailing.ui import tables
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE
@@ -289,9 +289,11 @@ class TurnView:
     completed_at: datetime | None
     context: ContextSummary | None
     completion: CompletionView | None
+    run_id: str = ""
+    tool_calls: int = 0
 
     @classmethod
-    def of(cls, run: AgentRun, *, number: int) -> TurnView:
+    def of(cls, run: AgentRun, *, number: int, tool_calls: int = 0) -> TurnView:
         completion = None
         if run.assistant_message_id:
             completion = CompletionView(
@@ -315,6 +317,8 @@ class TurnView:
             completed_at=run.completed_at,
             context=ContextSummary.of(run.context_body),
             completion=completion,
+            run_id=str(run.run_id),
+            tool_calls=tool_calls,
         )
 
 
@@ -356,7 +360,17 @@ class ConversationDetailView(ConsoleView, DetailView):
         paginator = Paginator(runs, PAGE_SIZE)
         page = paginator.get_page(self.request.GET.get("page"))
         first = page.start_index()
-        context["turns"] = [TurnView.of(run, number=first + offset) for offset, run in enumerate(page)]
+        calls = dict(
+            ToolInvocation.objects.filter(run__in=[run.run_id for run in page])
+            .values("run")
+            .annotate(count=Count("pk"))
+            .values_list("run", "count")
+        )
+        context["turns"] = [
+            TurnView.of(run, number=first + offset, tool_calls=calls.get(run.run_id, 0))
+            for offset, run in enumerate(page)
+        ]
+        context["can_view_calls"] = self.request.user.has_perm("agent_runtime.view_toolinvocation")
         context["paginator"] = paginator
         context["page_obj"] = page
         context["agent_session"] = conversation.session

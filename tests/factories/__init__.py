@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from agent_runtime.models import AgentRefreshToken, AgentSession, Client, Route, ToolProvider
+from agent_runtime.models import AgentRefreshToken, AgentSession, Client, Route, ToolInvocation, ToolProvider
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import (
     ACCESS_TOKEN_PREFIX,
@@ -165,3 +165,33 @@ def knowledge_document(kb, source_key: str, title: str, content: str, *, index: 
         document_index(document_id=result.document.pk)
     result.document.refresh_from_db()
     return result.document
+
+
+class ToolInvocationFactory(factory.django.DjangoModelFactory):
+    """A finished read-only call row, for pages that list or count calls; the governed path itself is
+    exercised through the API against a real business process (tests/agent_runtime/invocations)."""
+
+    class Meta:
+        model = ToolInvocation
+
+    session = factory.SubFactory(AgentSessionFactory)
+    client = factory.SelfAttribute("session.client")
+    route = factory.SubFactory(RouteFactory)
+    route_key = factory.SelfAttribute("route.route_key")
+    request_id = factory.Sequence(lambda n: f"request-{n}")
+    invocation_id = factory.Sequence(lambda n: f"call-{n}")
+    tool = "list_orders"
+    provider = "shop"
+    scope = "shop.orders.read"
+    risk = "low"
+    readonly = True
+    idempotent = True
+    method = "GET"
+    path = "/orders"
+    request_hash = "0" * 64
+    args_hash = "0" * 64
+    arguments_sealed = ""
+    capability_revision = "0" * 64
+    execution_fingerprint = "0" * 64
+    status = ToolInvocation.Status.EXECUTED
+    business_status = 200

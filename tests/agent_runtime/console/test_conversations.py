@@ -15,7 +15,13 @@ from agent_runtime.console.conversations import LONG_TEXT_CHARS
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentConversation, AgentRun
 from agent_runtime.services.runs import run_complete, turn_prepare
-from tests.factories import AgentSessionFactory, ClientFactory, RouteFactory, ToolProviderFactory
+from tests.factories import (
+    AgentSessionFactory,
+    ClientFactory,
+    RouteFactory,
+    ToolInvocationFactory,
+    ToolProviderFactory,
+)
 from tests.support.console import signed_in
 from tests.support.providers_seed import load_spec
 from tests.support.runtime import completion_body, turn_body
@@ -341,13 +347,31 @@ def test_detail_paginates_turns_and_stays_flat_in_queries(admin_http, session, d
     url = detail_url(conversation)
     admin_http.get(url)
 
-    with django_assert_max_num_queries(9):  # + the navigation's pending-approvals count
+    with django_assert_max_num_queries(10):  # + the pending-approvals badge and the tool-call counts
         first = admin_http.get(url)
     assert [t.number for t in first.context["turns"]] == list(range(1, 51))
     assert [t.client_turn_id for t in first.context["turns"]][:2] == ["turn-1", "turn-2"]
     assert "?page=2" in first.content.decode()
     second = admin_http.get(url, {"page": 2})
     assert [(t.number, t.client_turn_id) for t in second.context["turns"]] == [(51, "turn-51")]
+
+
+def test_each_turn_counts_its_tool_calls_and_links_to_their_traces(admin_http, session):
+    first = turn(session, 1)
+    second = turn(session, 2)
+    run = AgentRun.objects.get(pk=first)
+    for _ in range(2):
+        ToolInvocationFactory(session=session, route=run.route, run=run)
+    ToolInvocationFactory(session=session, route=run.route, run=None)  # outside any turn
+    url = detail_url(conversation_of(first))
+
+    turns = {t.run_id: t for t in admin_http.get(url).context["turns"]}
+    assert (turns[first].tool_calls, turns[second].tool_calls) == (2, 0)
+    traces = reverse("console:invocation_list") + "?run=" + first
+    assert f'href="{traces}"' in admin_http.get(url).content.decode()
+    listed_calls = admin_http.get(traces).context["object_list"]
+    assert {call.run_id for call in listed_calls} == {run.run_id}
+    assert len(listed_calls) == 2
 
 
 def test_detail_of_an_empty_page_number_falls_back(admin_http, session):

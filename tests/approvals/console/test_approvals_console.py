@@ -10,7 +10,15 @@ from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
 from bailing.audit.models import AuditEvent
 from tests.support.chaos_business import running_chaos_business
 from tests.support.console import PASSWORD, signed_in
-from tests.support.invocations import INVOKE_URL, agent, invoke_body, post, provider_for, resume_url, workspace
+from tests.support.invocations import (
+    INVOKE_URL,
+    agent,
+    invoke_body,
+    post,
+    provider_for,
+    resume_url,
+    workspace,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROUTE = "shop"
@@ -51,8 +59,15 @@ def test_the_detail_shows_the_snapshot_and_an_approver_decides(waiting, approver
     again = client.post(reverse("console:approval_decide", args=[approval.pk]), {"decision": "approved"})
     assert again.status_code == 302  # a double submit is a replay
     approval.refresh_from_db()
-    assert (approval.status, approval.decided_by, approval.decision_source) == ("approved", "april", "console")
-    assert AuditEvent.objects.filter(action="approvals.request.approved", target_id=str(approval.pk)).count() == 1
+    assert (approval.status, approval.decided_by, approval.decision_source) == (
+        "approved",
+        "april",
+        "console",
+    )
+    assert (
+        AuditEvent.objects.filter(action="approvals.request.approved", target_id=str(approval.pk)).count()
+        == 1
+    )
     assert post(api_client, session, resume_url(body["invocation_id"]), {}).json()["state"] == "executed"
 
 
@@ -74,7 +89,9 @@ def test_administrators_and_auditors_see_but_do_not_decide(waiting, administrato
     for user in (administrator, auditor):
         client = signed_in(user)
         assert client.get(reverse("console:approval_detail", args=[approval.pk])).status_code == 200
-        response = client.post(reverse("console:approval_decide", args=[approval.pk]), {"decision": "approved"})
+        response = client.post(
+            reverse("console:approval_decide", args=[approval.pk]), {"decision": "approved"}
+        )
         assert response.status_code == 403
     approval.refresh_from_db()
     assert approval.status == "pending"
@@ -91,7 +108,9 @@ def test_a_large_snapshot_is_loaded_on_demand(waiting, approver):
     assert args.json() == approval.args
 
 
-def test_an_operator_resolves_an_unknown_outcome_and_the_agent_receives_it(api_client, administrator, approver):
+def test_an_operator_resolves_an_unknown_outcome_and_the_agent_receives_it(
+    api_client, administrator, approver
+):
     with running_chaos_business() as chaos:
         provider_for(name="chaos", base_url=chaos.base_url, secret=chaos.secret)
         workspace(route_key="chaos", provider="chaos", write_tools=["chaos_drop_after_write"])
@@ -103,9 +122,13 @@ def test_an_operator_resolves_an_unknown_outcome_and_the_agent_receives_it(api_c
         assert signed_in(approver).get(url).context["can_resolve"] is False
         admin = signed_in(administrator)
         assert admin.get(url).context["can_resolve"] is True
-        refused = admin.post(reverse("console:invocation_resolve", args=[invocation.job_id]), {"resolution": "executed"})
+        refused = admin.post(
+            reverse("console:invocation_resolve", args=[invocation.job_id]), {"resolution": "executed"}
+        )
         assert refused.status_code == 302
-        assert not ToolCallJournal.objects.get(invocation=invocation).resolution  # not confirmed: nothing changed
+        assert not ToolCallJournal.objects.get(
+            invocation=invocation
+        ).resolution  # not confirmed: nothing changed
         admin.post(
             reverse("console:invocation_resolve", args=[invocation.job_id]),
             {"resolution": "executed", "evidence": "ticket #1 exists", "checked": "on"},
@@ -120,7 +143,9 @@ def test_an_operator_resolves_an_unknown_outcome_and_the_agent_receives_it(api_c
 
 
 @pytest.mark.browser
-def test_approval_flow_in_a_browser(hub_server, api_client, browser_page, screenshot, console_roles, demo_shop):
+def test_approval_flow_in_a_browser(
+    hub_server, api_client, browser_page, screenshot, console_roles, demo_shop
+):
     """Agent call waits → the approver approves in Chromium → the agent resumes → one business write
     → the trace shows it."""
     from tests.factories import UserFactory
@@ -129,7 +154,12 @@ def test_approval_flow_in_a_browser(hub_server, api_client, browser_page, screen
     provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
     workspace(route_key=ROUTE, provider="demo-shop", write_tools=["request_refund"])
     session = agent(route_key=ROUTE, on_behalf_of="alice")
-    body = invoke_body(session, ROUTE, "request_refund", {"order_id": "SO-1002", "amount": 650, "reason": "Broken <b>jug</b>"})
+    body = invoke_body(
+        session,
+        ROUTE,
+        "request_refund",
+        {"order_id": "SO-1002", "amount": 650, "reason": "Broken <b>jug</b>"},
+    )
     waiting = post(api_client, session, INVOKE_URL, body).json()
     assert waiting["state"] == "awaiting_approval"
     refunds_before = len(demo_shop.records()["refunds"])

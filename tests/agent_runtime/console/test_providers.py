@@ -111,9 +111,12 @@ def test_list_shows_each_provider_with_refresh_probe_and_counts(seeded, admin_ht
     assert (shop["Result"].text, shop["Result"].tone, shop["Result"].sub) == ("ok", "ok", "")
     assert shop["Access probe"].kind == "muted"  # an inline spec is never fetched
     assert shop["Tools"].text == str(len(SHOP_TOOLS))
-    assert shop["Warnings"].text == str(len(SHOP_LEFT_OUT) + 2)
+    assert shop["Warnings"].text == str(len(seeded.shop.compile_warnings))
     assert rows["crm"]["Tools"].text == "3"
-    assert rows["crm"]["Warnings"].text == "0"
+    # The crm fixture's only findings are its undescribed inputs (compile caveats count as warnings).
+    crm_codes = {warning["code"] for warning in seeded.crm.compile_warnings}
+    assert crm_codes == {"param_missing_description"}
+    assert rows["crm"]["Warnings"].text == str(len(seeded.crm.compile_warnings))
 
     assert billing["Base URL and spec"].text == broken.base_url.removesuffix("/billing/v1")
     assert billing["Base URL and spec"].sub == "url · signed_required"
@@ -195,7 +198,8 @@ def test_tools_table_lists_every_compiled_tool_with_governance(seeded, admin_htt
     assert rows["order_get"]["Approval"] == "never"
     assert rows["long_description"]["Warnings"] == "1"
     assert rows["guidance_over_chars"]["Warnings"] == "1"
-    assert rows["order_get"]["Warnings"] == "0"
+    assert rows["order_get"]["Warnings"] == "1"  # its path parameter has no description
+    assert rows["refund_large"]["Warnings"] == "0"
 
 
 @pytest.mark.parametrize(
@@ -289,7 +293,11 @@ def test_exposure_follows_the_catalog_when_two_sources_claim_a_name(seeded, admi
 def test_warnings_table_lists_disabled_operations_and_caveats(seeded, admin_http):
     table = detail(admin_http, "shop").context["warnings_table"]
     assert table.columns == ["Code", "Severity", "Tool", "Spec location", "Detail"]
-    by_tool = {row[2].text: row for row in table.rows}
+    # Undescribed inputs of the borrowed fixtures are caveats too; the other findings are one per tool.
+    undescribed = [row for row in table.rows if row[0].text == "param_missing_description"]
+    others = [row for row in table.rows if row[0].text != "param_missing_description"]
+    assert undescribed and {(row[0].tone, row[1].text) for row in undescribed} == {("warn", "warning")}
+    by_tool = {row[2].text: row for row in others}
     for tool, code in SHOP_LEFT_OUT.items():
         code_cell, severity, _, path, _ = by_tool[tool]
         assert (code_cell.text, code_cell.kind, code_cell.tone) == (code, "badge", "bad")
@@ -298,7 +306,7 @@ def test_warnings_table_lists_disabled_operations_and_caveats(seeded, admin_http
     assert by_tool["long_description"][0].text == "tool_description_truncated"
     assert (by_tool["long_description"][1].text, by_tool["long_description"][0].tone) == ("warning", "warn")
     assert by_tool["guidance_over_chars"][0].text == "tool_usage_guidance_truncated"
-    assert len(table.rows) == len(SHOP_LEFT_OUT) + 2
+    assert len(others) == len(SHOP_LEFT_OUT) + 2
 
 
 def test_detail_query_count_does_not_grow_with_tools_or_workspaces(

@@ -425,6 +425,32 @@ def test_approve_validation_is_invalid_request(api_client, business, rule, overr
     assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
 
 
+@pytest.mark.parametrize("subject", ["jos\u00e9", "渠道用户", " t1:alice", "t1:alice "])
+def test_approve_refuses_a_subject_the_on_behalf_of_header_cannot_carry(api_client, business, subject):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client,
+        f"/authorizations/{authorization_id}/approve",
+        approve_body(on_behalf_of=subject),
+        business._token,
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == "on_behalf_of"
+    authorization = AgentAuthorization.objects.get(pk=authorization_id)
+    assert (authorization.status, authorization.on_behalf_of, authorization.code_hash) == (
+        "pending",
+        "",
+        None,
+    )
+    # The same authorization can still be approved with a subject that can be sent.
+    assert (
+        post(
+            api_client, f"/authorizations/{authorization_id}/approve", approve_body(), business._token
+        ).status_code
+        == 200
+    )
+
+
 # Client text is rejected, never cleaned: control characters anywhere in a single-line field, and lone
 # UTF-16 surrogates anywhere in the body (they can only arrive as \\u escapes, so the body is raw JSON).
 CONTROL_CHARACTERS = ["\x00", "\x07", "\x1b", "\t", "\n", "\r", "\x7f", "\x85", "\x9f"]

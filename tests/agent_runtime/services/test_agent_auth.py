@@ -295,6 +295,51 @@ def test_approve_rejects_missing_grant_fields_even_from_the_console(business, kw
         )
 
 
+# Subjects the signer could never put in X-Bailing-On-Behalf-Of (printable ASCII, no space at an end).
+UNSENDABLE_SUBJECTS = ["jos\u00e9", "渠道用户", " alice", "alice ", "a\tb", "a\x7fb"]
+
+
+@pytest.mark.parametrize("subject", UNSENDABLE_SUBJECTS)
+@pytest.mark.parametrize("via", ["business", "hub_consent"])
+def test_approve_refuses_a_subject_that_cannot_be_dispatched_and_stores_nothing(business, via, subject):
+    client = business if via == "business" else ClientFactory(hub_consent=True)
+    authorization, _ = create(client)
+    events = actions()
+    with pytest.raises(InvalidRequest) as refused:
+        authorization_approve(
+            authorization_id=authorization.id,
+            client=client if via == "business" else None,
+            principal={"id": "alice"},
+            on_behalf_of=subject,
+            allowed_routes=["orders"],
+            actor=Actor.client(client) if via == "business" else Actor.system(),
+        )
+    assert refused.value.extra == {"field": "on_behalf_of"}
+    authorization.refresh_from_db()
+    assert (authorization.status, authorization.on_behalf_of, authorization.principal) == (
+        "pending",
+        "",
+        None,
+    )
+    assert authorization.code_hash is None
+    assert actions() == events
+
+
+def test_approve_keeps_a_dispatchable_subject_exactly(business):
+    authorization, _ = create(business)
+    subject = "tenant 1:alice@example.com"  # inner spaces and punctuation travel unchanged
+    authorization_approve(
+        authorization_id=authorization.id,
+        client=business,
+        principal={"id": "alice"},
+        on_behalf_of=subject,
+        allowed_routes=["orders"],
+        actor=Actor.client(business),
+    )
+    authorization.refresh_from_db()
+    assert authorization.on_behalf_of == subject
+
+
 def test_approve_for_another_client_or_unknown_id_is_not_found(business):
     authorization, _ = create(business)
     with pytest.raises(NotFound):

@@ -167,6 +167,48 @@ def test_detail_shows_configuration_and_spec_status(seeded, admin_http):
     assert response.context["refresh_error_code"] == ""
     # No access probe for an inline spec: the table says so instead of showing an empty row.
     assert response.context["probe_table"].rows == []
+    assert response.context["authz_probe_table"].rows == []
+    assert "No authorization probe yet" in body
+
+
+@pytest.mark.parametrize(
+    ("probe", "tone", "answer", "subject"),
+    [
+        ({"status": "suspect", "http": 200, "reason": "nobody_served"}, "bad", "HTTP 200", "yes"),
+        ({"status": "inconclusive", "reason": "timeout"}, "warn", "—", "yes"),
+        ({"status": "pass", "http": 401, "reason": "nobody_refused"}, "ok", "HTTP 401", "yes"),
+    ],
+)
+def test_authz_probe_outcomes_get_their_badge_tone(seeded, admin_http, probe, tone, answer, subject):
+    ToolProvider.objects.filter(pk=seeded.shop.pk).update(
+        authz_probe={
+            **probe,
+            "tool": "authz_probe",
+            "mode": "dedicated",
+            "requires_subject": True,
+            "at": "2026-01-02T03:04:05+00:00",
+        }
+    )
+    table = detail(admin_http, "shop").context["authz_probe_table"]
+    [row] = table.rows
+    cells = dict(zip(table.columns, row, strict=True))
+    assert (cells["Status"].text, cells["Status"].tone) == (probe["status"], tone)
+    assert (cells["Answer"].text, cells["Subject required"].text) == (answer, subject)
+    assert cells["Reason"].text == probe["reason"]
+
+
+def test_a_skipped_authz_probe_shows_only_its_reason(seeded, admin_http):
+    ToolProvider.objects.filter(pk=seeded.shop.pk).update(
+        authz_probe={"status": "skipped", "reason": "inline_spec", "at": "2026-01-02T03:04:05+00:00"}
+    )
+    table = detail(admin_http, "shop").context["authz_probe_table"]
+    cells = dict(zip(table.columns, table.rows[0], strict=True))
+    assert (cells["Status"].text, cells["Status"].tone, cells["Reason"].text) == (
+        "skipped",
+        "off",
+        "inline_spec",
+    )
+    assert [cells[name].text for name in ("Mode", "Target", "Answer", "Subject required")] == ["—"] * 4
 
 
 def test_detail_of_a_provider_without_secret(seeded, admin_http):
@@ -455,7 +497,23 @@ def test_refresh_against_the_demo_business_then_a_closed_port(console_roles, adm
         assert probe["Unsigned request"].text in {"HTTP 401", "HTTP 403", "HTTP 404"}
         assert probe["Invalid signature"].text in {"HTTP 401", "HTTP 403", "HTTP 404"}
         assert probe["Reason"].text == "negative_probes_refused"
-        assert shop.secret not in response.content.decode()
+        # Next to it, the authorization probe: the Demo Shop refuses the nobody subject.
+        [authz] = response.context["authz_probe_table"].rows
+        cells = dict(zip(response.context["authz_probe_table"].columns, authz, strict=True))
+        assert (cells["Status"].text, cells["Status"].kind, cells["Status"].tone) == ("pass", "badge", "ok")
+        assert (cells["Mode"].text, cells["Target"].text, cells["Answer"].text) == (
+            "dedicated",
+            "authz_probe",
+            "HTTP 403",
+        )
+        assert (cells["Subject required"].text, cells["Reason"].text) == ("yes", "nobody_refused")
+        assert cells["Observed"].kind == "time"
+        body = response.content.decode()
+        headings = [
+            body.index(f"<h2>{h}</h2>") for h in ("Access probe", "Authorization probe", "Compiled tools")
+        ]
+        assert headings == sorted(headings)
+        assert shop.secret not in body
 
         # Unchanged spec: nothing added, removed or changed.
         [(level, text)] = flashed(admin_http.post(url, follow=True))

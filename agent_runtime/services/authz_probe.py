@@ -26,7 +26,7 @@ the compiled tools, which this hub does not do) and ``requires_subject`` always 
 
 =================  =============================================================================
 ``pass``           401/403 (``nobody_refused``), or a 2xx whose JSON says ``authorized``/``allow``/
-                   ``allowed``/``ok`` is ``false`` (``nobody_denied``, upstream's SDK answer)
+                   ``allowed``/``ok`` is ``false`` (``nobody_denied``: upstream's demo answers so)
 ``suspect``        any other 2xx: the nobody subject was served (``nobody_authorized`` when the
                    body says ``true``, else ``nobody_served``)
 ``inconclusive``   any other status (``unexpected_status``: redirects, 404, 5xx...), no answer

@@ -107,14 +107,22 @@ def tool_request_message(
     return f"{timestamp}.{method.upper()}.{path_with_query}.{body_hash}.{on_behalf_of}.{job_id}".encode()
 
 
-def header_value_valid(value: object) -> bool:
-    """Can ``value`` travel in a signed header (subject, job id, path): printable ASCII only."""
-    return isinstance(value, str) and _HEADER_VALUE_RE.fullmatch(value) is not None
+def is_sendable_header_value(value: object) -> bool:
+    """Whether ``value`` can be sent and signed as ``X-Bailing-On-Behalf-Of`` or ``X-Bailing-Job-Id``.
+
+    Printable ASCII only, and no space at either end: HTTP clients refuse to send such a value (h11,
+    under httpx) and receivers strip it, so the receiver could never rebuild the signed string. The
+    empty string is sendable: it goes out as no header at all. Whoever stores a subject that will be
+    dispatched later (an agent session's ``on_behalf_of``) checks it with this, once, up front.
+    """
+    return (
+        isinstance(value, str) and _HEADER_VALUE_RE.fullmatch(value) is not None and value == value.strip(" ")
+    )
 
 
-def _check_header_value(name: str, value: str) -> None:
-    if not header_value_valid(value):
-        raise ValueError(f"{name} must be printable ASCII")
+def _check_sendable(name: str, value: str) -> None:
+    if not is_sendable_header_value(value):
+        raise ValueError(f"{name} must be printable ASCII without spaces at either end")
 
 
 def sign_tool_request(
@@ -134,9 +142,9 @@ def sign_tool_request(
     """
     if not path_with_query.startswith("/"):
         raise ValueError("path_with_query must start with '/'")
-    _check_header_value("path_with_query", path_with_query)
-    _check_header_value("on_behalf_of", on_behalf_of)
-    _check_header_value("job_id", job_id)
+    _check_sendable("path_with_query", path_with_query)
+    _check_sendable("on_behalf_of", on_behalf_of)
+    _check_sendable("job_id", job_id)
     ts = int(time.time()) if timestamp is None else int(timestamp)
     message = tool_request_message(
         timestamp=ts,

@@ -12,6 +12,11 @@ Every tool call passes the same gates, in this order, before any business code r
 A valid signature proves the hub sent the call; it never replaces step 5 (contract: "Never treat a
 valid signature as business authorization").
 
+The authorization probe endpoint (``POST /.well-known/bailing/authz-probe``, declared in the spec)
+goes through gates 1 and 2 exactly like a tool call, so what a hub observes there is what its tool
+calls would meet: 403 ``subject_not_allowed`` for the hub's synthetic nobody subject, 401
+``subject_required`` without a subject, ``{"authorized": true}`` only for a customer of the shop.
+
 Approvals (``demo_business.approvals``) have their own gates:
 
 * ``POST /approvals`` (the hub's approval webhook) is verified with the Client Token
@@ -44,7 +49,7 @@ from bailing import signing
 from demo_business import approvals, pages
 from demo_business.config import DemoConfig
 from demo_business.errors import DemoError, invalid_request
-from demo_business.spec import ORDER_ID_PATTERN, SPEC_PATH, spec_bytes
+from demo_business.spec import AUTHZ_PROBE_PATH, ORDER_ID_PATTERN, SPEC_PATH, spec_bytes
 from demo_business.store import ORDER_STATUSES, USERS, DemoStore
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -428,6 +433,19 @@ def request_refund(ctx: ToolContext) -> Response:
     return _idempotent_write(ctx, operation="request_refund", arguments=arguments, action=action)
 
 
+def authz_probe(ctx: ToolContext) -> Response:
+    """Reached only by a signed request for a customer of the shop (the gates refused anyone else)."""
+    _query(ctx.request, frozenset())
+    data = _json_object(ctx.request)
+    _check_fields(data, allowed=("subject", "reason", "expect"), required=())
+    for name in ("reason", "expect"):
+        _text(data, name, max_length=200)
+    # The verdict is about the signed subject; a body naming someone else is a confused caller.
+    if "subject" in data and data["subject"] != ctx.user:
+        raise invalid_request("subject", "The body names another subject than the signed one.")
+    return Response(200, {"authorized": True, "subject": ctx.user})
+
+
 def demo_failure_probe(ctx: ToolContext) -> Response:
     _no_body(ctx.request)
     _query(ctx.request, frozenset())
@@ -590,6 +608,8 @@ def _routes(config: DemoConfig, store: DemoStore) -> list[Route]:
     return [
         Route("GET", re.compile(r"/health"), "public", health),
         Route("GET", re.compile(re.escape(SPEC_PATH)), "signed", spec),
+        # The same signature and subject gates as every tool (see the module docstring).
+        Route("POST", re.compile(re.escape(AUTHZ_PROBE_PATH)), "tool", authz_probe),
         # Reconciliation aid: what the shop actually recorded, for operators and tests.
         Route("GET", re.compile(r"/_demo/records"), "signed", records),
         Route("GET", re.compile(r"/orders"), "tool", list_orders),

@@ -1,6 +1,8 @@
 """The Demo Shop tool catalog: OpenAPI 3.1 with one ``x-agent-capability`` (ACC v1) per operation.
 
 Served at ``/.well-known/bailing/tools.json`` to correctly signed requests only (``signed_required``).
+The root ``x-bailing-authz-probe`` declares the endpoint where a hub checks, after each refresh, that
+the shop refuses a subject that is not one of its customers (``POST`` :data:`AUTHZ_PROBE_PATH`).
 
 Two compatibility choices, both because hub compilers read operations shallowly:
 
@@ -23,6 +25,7 @@ from typing import Any
 from demo_business.store import ORDER_STATUSES
 
 SPEC_PATH = "/.well-known/bailing/tools.json"
+AUTHZ_PROBE_PATH = "/.well-known/bailing/authz-probe"
 ORDER_ID_PATTERN = r"^SO-[0-9]{4}$"
 
 _ERRORS = {
@@ -368,6 +371,7 @@ def build_spec() -> dict[str, Any]:
                     "X-Bailing-On-Behalf-Of."
                 ),
             },
+            "x-bailing-authz-probe": {"method": "POST", "path": AUTHZ_PROBE_PATH},
             "security": [{"bailingSignature": []}],
             "paths": {
                 "/orders": {"get": LIST_ORDERS},

@@ -25,9 +25,15 @@ urlpatterns = [
         views.AuthorizationDenyApi.as_view(),
         name="agent-auth-authorization-deny",
     ),
+    path(
+        "authorizations/<str:authorization_id>/revoke",
+        views.AuthorizationRevokeApi.as_view(),
+        name="agent-auth-authorization-revoke",
+    ),
     path("token", views.TokenApi.as_view(), name="agent-auth-token"),
     path("session", views.SessionDetailApi.as_view(), name="agent-auth-session"),
     path("revoke", views.RevokeApi.as_view(), name="agent-auth-revoke"),
+    path("sessions", views.SessionListApi.as_view(), name="agent-auth-session-list"),
     path(
         "sessions/<str:session_id>/revoke", views.SessionRevokeApi.as_view(), name="agent-auth-session-revoke"
     ),

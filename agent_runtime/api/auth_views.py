@@ -3,12 +3,15 @@
 Three kinds of caller: the local agent before it has tokens (no authentication: ``/authorizations``,
 ``/token``, ``/revoke`` with a refresh token), the local agent with its access token (``/session``,
 ``/revoke``), and the business backend with its Client Token (authorization context, approve, deny,
-session revoke). Views validate the body strictly, call one service and return BailingHub's wire
-shape (docs/compatibility.md "Agent sign-in"); ``Cache-Control: no-store`` (and ``Pragma: no-cache``
-on /token) come from the middleware.
+the sessions of an authorization, revoke by authorization or by session). Views validate the body
+and query strictly, call one service or selector and return BailingHub's wire shape
+(docs/compatibility.md "Agent sign-in"; this hub's additions are documented in the README);
+``Cache-Control: no-store`` (and ``Pragma: no-cache`` on /token) come from the middleware.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from django.conf import settings
 from rest_framework import serializers
@@ -16,9 +19,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runtime.api.authentication import AgentBearerAuthentication, ClientTokenAuthentication
+from agent_runtime.api.base import query_params
 from agent_runtime.errors import UnsupportedGrantType
 from agent_runtime.models import AgentAuthorization, AgentSession
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS, RESOURCE_NAME
+from agent_runtime.selectors.agent_sessions import sessions_for_authorization
 from agent_runtime.services.agent_auth.authorizations import (
     authorization_approve,
     authorization_create,
@@ -28,6 +33,7 @@ from agent_runtime.services.agent_auth.authorizations import (
     subject_display_view,
 )
 from agent_runtime.services.agent_auth.sessions import (
+    authorization_session_revoke,
     session_get_for_client,
     session_revoke,
     session_revoke_self,
@@ -48,6 +54,8 @@ from bailing.api.timefmt import utc_iso
 from bailing.audit.actor import Actor
 
 PKCE_CHALLENGE = r"[A-Za-z0-9_-]{43}"
+# A UUID as the hub writes it (hyphenated, either case): a query value is parsed, never guessed at.
+UUID_TEXT = r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 # BailingHub Core 0.7 caps the display name at 120 UTF-16 units and rejects these separators too.
 SUBJECT_DISPLAY_MAX = 120
 _LINE_SEPARATORS = ("\u2028", "\u2029")
@@ -349,3 +357,53 @@ class SessionRevokeApi(APIView):
         session = session_get_for_client(client=request.auth, session_id=session_id)
         session_revoke(session=session, actor=_client_actor(request.auth), reason="business_revoked")
         return Response({"revoked": True})
+
+
+def business_session_view(session: AgentSession) -> dict:
+    """A session as its business backend lists it: the ``GET /session`` metadata plus its ``state``
+    (``active`` / ``expired`` / ``revoked``), ``revoked_at`` and ``last_seen_at`` (``null`` when not
+    set). Never a token, hash or who revoked it."""
+    return {
+        **session_public_view(session),
+        "state": session.state,
+        "revoked_at": utc_iso(session.revoked_at),
+        "last_seen_at": utc_iso(session.last_seen_at),
+    }
+
+
+class SessionListApi(APIView):
+    """``GET /sessions?authorization_id=<uuid>``: the sessions the business's own authorization produced
+    (zero or one). Unknown or repeated query parameters and a malformed id are 400; another client's or
+    an unknown authorization is 404."""
+
+    authentication_classes = [ClientTokenAuthentication]
+
+    class InputSerializer(StrictSerializer):
+        authorization_id = StrictCharField(pattern=UUID_TEXT)
+
+    def get(self, request):
+        params = query_params(request, self.InputSerializer)
+        authorization_id = uuid.UUID(params["authorization_id"])
+        sessions = sessions_for_authorization(client=request.auth, authorization_id=authorization_id)
+        return Response(
+            {
+                "authorization_id": str(authorization_id),
+                "sessions": [business_session_view(session) for session in sessions],
+            }
+        )
+
+
+class AuthorizationRevokeApi(APIView):
+    """``POST /authorizations/{id}/revoke`` with ``{}``: the business backend ends the session its
+    authorization produced. Idempotent: ``{"revoked": true, "already_revoked": <bool>, "session_id"}``;
+    409 ``invalid_state`` when the authorization produced no session."""
+
+    authentication_classes = [ClientTokenAuthentication]
+    body_max_bytes = 4 * 1024
+
+    def post(self, request, authorization_id: str):
+        validate_strict(EmptyInput, request.data)
+        session, revoked = authorization_session_revoke(
+            client=request.auth, authorization_id=authorization_id, actor=_client_actor(request.auth)
+        )
+        return Response({"revoked": True, "already_revoked": not revoked, "session_id": str(session.id)})

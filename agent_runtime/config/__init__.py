@@ -26,7 +26,11 @@ from agent_runtime.config.document import (
     validate_document,
 )
 from agent_runtime.config.fields import ConfigError
-from agent_runtime.config.providers import PROVIDER_SPEC_MAX_BYTES, validate_tool_provider_config
+from agent_runtime.config.providers import (
+    PROVIDER_SPEC_MAX_BYTES,
+    origin_path_problem,
+    validate_tool_provider_config,
+)
 from agent_runtime.config.routes import ROUTE_FIELDS, validate_route_config
 
 __all__ = [
@@ -44,6 +48,7 @@ __all__ = [
     "ConfigSection",
     "config_section_register",
     "config_sections",
+    "origin_path_problem",
     "route_effective",
     "validate_client_config",
     "validate_document",

@@ -55,20 +55,29 @@ _PROVIDER_KEYS = (
 _URI_PATH_RE = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]+")
 
 
-def _provider_spec_url(value: Any, path: str) -> str:
-    """A path (with optional query) on ``base_url``'s origin.
+def origin_path_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a signed request target on a provider's origin, or None.
 
-    Absolute URLs are refused: the signed spec fetch must never be sent to a host other than the
-    provider's, and the signature covers exactly this path and query.
+    The rule of ``spec_url`` and of a spec's ``x-bailing-authz-probe`` path: a path (with optional
+    query) of URI characters only, so an HTTP client sends it byte for byte as signed; never an
+    absolute or scheme-relative URL, so a signed request cannot be sent to another host.
     """
-    text = read_string(value, path, max_len=URL_MAX)
     if not _URI_PATH_RE.fullmatch(text):
-        raise ConfigError(path, "must use only URI characters (percent-encode anything else)")
+        return "must use only URI characters (percent-encode anything else)"
     if not text.startswith("/") or text.startswith("//"):
-        raise ConfigError(path, "must be a path starting with / on base_url's origin (no absolute URLs)")
+        return "must be a path starting with / on base_url's origin (no absolute URLs)"
     # HTTP clients resolve "." and ".." segments before sending, which would change the signed path.
     if any(segment in (".", "..") for segment in text.split("?", 1)[0].split("/")):
-        raise ConfigError(path, 'must not contain "." or ".." segments')
+        return 'must not contain "." or ".." segments'
+    return None
+
+
+def _provider_spec_url(value: Any, path: str) -> str:
+    """A path (with optional query) on ``base_url``'s origin (:func:`origin_path_problem`)."""
+    text = read_string(value, path, max_len=URL_MAX)
+    problem = origin_path_problem(text)
+    if problem:
+        raise ConfigError(path, problem)
     return text
 
 

@@ -22,7 +22,7 @@ from agent_runtime.services.agent_auth.authorizations import (
     authorization_get_for_hub_consent,
 )
 from agent_runtime.validation import loopback_redirect_problem
-from bailing.api.errors import ApiError, NotFound
+from bailing.api.errors import ApiError, InvalidRequest, NotFound
 from bailing.audit.actor import Actor
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import error_page
@@ -69,12 +69,22 @@ def _problem_page(request, exc: ApiError):
         return _expired(request)
     if isinstance(exc, InvalidState):
         return _not_pending(request)
+    field = str(exc.extra.get("field") or "") if isinstance(exc, InvalidRequest) else ""
+    detail = exc.default_message
+    if field == "on_behalf_of":
+        # The user name is the subject every tool call of the session carries to business systems.
+        detail = (
+            "Your user name cannot be sent to business systems as the acting subject: the "
+            "X-Bailing-On-Behalf-Of header takes printable ASCII only, with no space at either end. "
+            "Ask an administrator for a user name that fits."
+        )
     return error_page(
         request,
         status=exc.http_status,
         title="The sign-in could not be approved",
-        detail=exc.default_message,
+        detail=detail,
         code=exc.code,
+        field=field,
     )
 
 

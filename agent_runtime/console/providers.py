@@ -43,6 +43,8 @@ HIDDEN_PROVIDER_FIELDS = ("secret_encrypted", "spec_json", "spec_inline")
 # Badge tones for this area's status words (the shared table only knows the generic ones).
 REFRESH_TONES = {"ok": "ok", "failed": "bad", "never": "off"}
 PROBE_TONES = {"protected": "ok", "public": "warn", "inconclusive": "bad", "skipped": "off"}
+# A suspect business serves a subject it never heard of; inconclusive only fails to show either way.
+AUTHZ_PROBE_TONES = {"pass": "ok", "suspect": "bad", "inconclusive": "warn", "skipped": "off"}
 RISK_TONES = {"low": "ok", "medium": "warn", "high": "bad"}
 SEVERITY_TONES = {"fatal": "bad", "error": "bad", "warning": "warn"}
 EXPOSURE_TONES = {
@@ -258,6 +260,31 @@ def probe_table(provider: ToolProvider) -> tables.Table:
     return table
 
 
+def authz_probe_table(provider: ToolProvider) -> tables.Table:
+    """The authorization probe after the latest successful refresh (one row, or the empty text)."""
+    table = tables.Table(
+        ["Status", "Mode", "Target", "Answer", "Subject required", "Reason", "Observed"],
+        empty="No authorization probe yet: it runs after a successful refresh.",
+    )
+    probe = provider.authz_probe or {}
+    if probe:
+        status = str(probe.get("status") or "—")
+        at = _parse_time(probe.get("at"))
+        requires = probe.get("requires_subject")
+        table.rows.append(
+            [
+                _badge(status, AUTHZ_PROBE_TONES),
+                tables.text(probe.get("mode")),
+                tables.mono(probe.get("tool")),
+                tables.mono(_http(probe.get("http"))),
+                tables.text("" if requires is None else ("yes" if requires else "no")),
+                tables.mono(probe.get("reason")),
+                tables.time(at) if at is not None else tables.mono(probe.get("at")),
+            ]
+        )
+    return table
+
+
 def _http(status: Any) -> str:
     return f"HTTP {status}" if isinstance(status, int) else ""
 
@@ -396,6 +423,7 @@ class ProviderDetailView(ConsoleView, DetailView):
                 "tool_count": len(tools),
                 "routes_note": routes_note(routes),
                 "probe_table": probe_table(provider),
+                "authz_probe_table": authz_probe_table(provider),
                 "warnings_table": warnings_table(
                     warnings, empty="The last good spec compiled without findings."
                 ),

@@ -51,6 +51,8 @@ class ToolProvider(models.Model):
     last_refresh_status = models.CharField(max_length=16, default="never", editable=False)
     last_refresh_error = models.CharField(max_length=500, blank=True, default="", editable=False)
     access_probe = models.JSONField(default=dict, blank=True, editable=False)
+    # The authorization probe after the latest successful refresh (agent_runtime.services.authz_probe).
+    authz_probe = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

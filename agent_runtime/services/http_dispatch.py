@@ -37,7 +37,7 @@ from bailing.signing import (
     CLIENT_HEADER,
     IDEMPOTENCY_KEY_HEADER,
     TOOL_SCOPE_HEADER,
-    header_value_valid,
+    is_sendable_header_value,
     sign_tool_request,
 )
 
@@ -155,13 +155,13 @@ def dispatch_request_build(
             if value is None:
                 continue
             text = js_string(value)
-            if not header_value_valid(text):
+            if not is_sendable_header_value(text):
                 raise DispatchBuildError("header_value_invalid", name)
             extra_headers[name] = text
         else:
             body[name] = value
     path_with_query = path + ("?" + "&".join(query) if query else "")
-    if not header_value_valid(path_with_query):
+    if not is_sendable_header_value(path_with_query):
         raise DispatchBuildError("path_invalid")
     method = tool.method.upper()
     raw_body = b"" if method in _BODYLESS else js_stringify(body).encode("utf-8")

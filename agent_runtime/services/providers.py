@@ -22,6 +22,12 @@ signed request must not be replayed to another host), ignores proxy environment 
 reads at most :data:`SPEC_MAX_BYTES` of body. The text is JSON or YAML (``parse_spec_text``) and
 must compile without a fatal warning; only then does :func:`provider_spec_store` replace the tools.
 
+**Authorization probe.** After a successful refresh of a URL spec that declares
+``x-bailing-authz-probe``, one signed request with the synthetic nobody subject checks that the
+business refuses a subject it does not know (``agent_runtime.services.authz_probe``); its outcome is
+``authz_probe`` on the provider. It runs after the spec is stored and never fails the refresh;
+inline specs and specs without a declaration record ``skipped``.
+
 The network is never used inside a transaction or under a row lock: fetch and compile first, then
 one short transaction re-reads the provider under ``select_for_update`` and stores. A failure is
 recorded in ``last_refresh_*`` as ``"<code>: <fixed text>"`` (no bodies, secrets or URLs) with the
@@ -42,6 +48,7 @@ the newer configuration with a spec read under the old one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import secrets as stdlib_secrets
 import time
 from collections.abc import Iterator
@@ -56,6 +63,13 @@ from django.utils import timezone
 from agent_runtime.config import PROVIDER_SPEC_MAX_BYTES
 from agent_runtime.models import ToolProvider
 from agent_runtime.secrets_box import SealedSecretError, open_sealed, seal
+from agent_runtime.services.authz_probe import (
+    DeclarationInvalid,
+    authz_probe_run,
+    authz_probe_skipped,
+    authz_probe_store,
+    authz_probe_target,
+)
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools.compiler import CompileResult, SpecParseError, compile_spec, parse_spec_text
 from bailing.api.hashing import constant_time_equals
@@ -104,13 +118,15 @@ SPEC_PROBE_INCONCLUSIVE = "spec_probe_inconclusive"
 @dataclass(frozen=True)
 class RefreshOutcome:
     """What one refresh did: ``status`` ``ok`` or ``failed`` with a stable ``error`` code and safe
-    ``message``, the access ``probe`` it observed, and on success the tool diff and counts."""
+    ``message``, the access ``probe`` it observed, and on success the tool diff and counts and the
+    ``authz_probe`` outcome (empty after a failure: no probe runs then)."""
 
     provider: str
     status: str
     error: str = ""
     message: str = ""
     probe: dict[str, Any] = field(default_factory=dict)
+    authz_probe: dict[str, Any] = field(default_factory=dict)
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
@@ -495,12 +511,32 @@ def _store(*, provider: ToolProvider, settings: tuple, fetched: _Fetched, actor:
     )
 
 
+def _authz_probe(provider: ToolProvider, spec: dict[str, Any]) -> dict[str, Any]:
+    """The authorization probe of a freshly stored ``spec`` (network only when one is declared)."""
+    if provider.spec_source == ToolProvider.SpecSource.INLINE:
+        return authz_probe_skipped("inline_spec")
+    try:
+        target = authz_probe_target(spec)
+    except DeclarationInvalid:
+        return authz_probe_skipped("declaration_invalid")
+    if target is None:
+        return authz_probe_skipped("not_declared")
+    try:
+        secret = provider_secret_open(provider=provider)
+    except SealedSecretError:
+        return authz_probe_skipped("secret_unreadable", target)
+    if secret is None:  # public_allowed needs no secret for the spec, but a probe is signed
+        return authz_probe_skipped("secret_missing", target)
+    return authz_probe_run(provider=provider, target=target, secret=secret)
+
+
 def provider_refresh(*, provider: ToolProvider, actor: Actor) -> RefreshOutcome:
     """Fetch (or recompile) the provider's spec and, if it is acceptable, make it the current spec.
 
     Never raises for a provider-side problem: the outcome says what happened. A disabled provider or
     a refresh already running for it is refused without any write; every other failure is recorded
-    on the provider and audited, and the last good spec stays. Must not be called inside a
+    on the provider and audited, and the last good spec stays. A success runs the authorization
+    probe afterwards (its outcome never turns the refresh into a failure). Must not be called inside a
     transaction (it uses the network); see the module docstring for the rules. ``provider`` is
     refreshed from the database afterwards (it may be a deferred instance: the refresh reads its
     own full copy of the row).
@@ -521,5 +557,10 @@ def provider_refresh(*, provider: ToolProvider, actor: Actor) -> RefreshOutcome:
             outcome = _store(provider=current, settings=settings, fetched=fetched, actor=actor)
         except _RefreshFailed as failure:
             outcome = _record_failure(provider=current, failure=failure, actor=actor)
+        else:
+            # Still under the refresh lock, outside any transaction; the spec is already stored.
+            authz = _authz_probe(current, fetched.spec)
+            authz_probe_store(provider=current, outcome=authz, actor=actor)
+            outcome = dataclasses.replace(outcome, authz_probe=authz)
     provider.refresh_from_db()
     return outcome

@@ -76,6 +76,9 @@ Warning codes (stable; ``severity``: ``fatal`` = spec refused, ``error`` = opera
 ``parameter_reserved``             error     header reserved for the hub or the connection
 ``parameter_unsupported``          error     required cookie / ``content``-only parameter
 ``parameter_ignored``              warning   optional cookie / ``content``-only parameter dropped
+``param_missing_description``      warning   an input property (path/query/header parameter or
+                                             top-level body property) has no description:
+                                             one warning per property
 ``path_parameter_mismatch``        error     path template and path parameters disagree
 ``unsupported_request_body``       error     body not JSON or not a mergeable object schema
 ``write_without_input``            error     non-GET operation with no parameter and no body
@@ -645,6 +648,8 @@ def _build_inputs(resolver: _Resolver, operation: _Operation) -> tuple[_Inputs, 
         inputs.locations[name] = location
         if required:
             inputs.required.append(name)
+        if not _described(schema):
+            notes.append(_missing_description(at, f"{location} parameter"))
 
     template = set(_PATH_TEMPLATE.findall(operation.path))
     declared = {name for name, location in inputs.locations.items() if location == "path"}
@@ -654,11 +659,23 @@ def _build_inputs(resolver: _Resolver, operation: _Operation) -> tuple[_Inputs, 
         )
 
     if "requestBody" in operation.op:
-        _merge_body(resolver, operation, inputs)
+        notes.extend(_merge_body(resolver, operation, inputs))
     return inputs, notes
 
 
-def _merge_body(resolver: _Resolver, operation: _Operation, inputs: _Inputs) -> None:
+def _described(schema: Any) -> bool:
+    """Whether a normalised input property carries a description: the parameter's own description is
+    already merged into its schema, a ``$ref`` target's is resolved, and blank text was dropped (a
+    non-string description fails the metaschema check anyway)."""
+    return isinstance(schema, dict) and bool(schema.get("description"))
+
+
+def _missing_description(at: str, what: str) -> CompileWarning:
+    # A model fills undescribed arguments from their name alone; the tool still compiles.
+    return CompileWarning("param_missing_description", None, at, f"{what} without a description", "warning")
+
+
+def _merge_body(resolver: _Resolver, operation: _Operation, inputs: _Inputs) -> list[CompileWarning]:
     body, at = resolver.deref_object(operation.op["requestBody"], operation.pointer + "/requestBody")
     content = body.get("content") if isinstance(body, dict) else None
     media_type = _media_type(content) if isinstance(content, dict) else None
@@ -683,16 +700,20 @@ def _merge_body(resolver: _Resolver, operation: _Operation, inputs: _Inputs) -> 
             where,
             "only an object body with plain properties can become arguments",
         )
+    notes = []
     for name, sub in schema.get("properties", {}).items():
         if name in inputs.locations:
             raise _Problem("parameter_conflict", where, "a body property has the name of a parameter")
         inputs.properties[name] = sub
         inputs.locations[name] = "body"
+        if not _described(sub):
+            notes.append(_missing_description(f"{where}/properties/{_escape(name)}", "body property"))
     required = schema.get("required", [])
     if isinstance(required, list):
         inputs.required.extend(name for name in required if isinstance(name, str))
     inputs.additional = schema.get("additionalProperties", False)
     inputs.request_body = {"media_type": media_type, "required": body.get("required") is True}
+    return notes
 
 
 def _input_schema(inputs: _Inputs, pointer: str) -> dict[str, Any]:

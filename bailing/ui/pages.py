@@ -8,12 +8,13 @@ from django.utils.cache import add_never_cache_headers
 PAGE_SIZE = 50
 
 
-def error_page(request, *, status: int, title: str, detail: str = "", code: str = ""):
-    """A console-styled error page. ``detail`` is fixed text chosen by the view, never input."""
+def error_page(request, *, status: int, title: str, detail: str = "", code: str = "", field: str = ""):
+    """A console-styled error page. ``detail`` is fixed text chosen by the view, never input; ``field``
+    names the refused field of an ``invalid_request`` (a name chosen by the code, never a value)."""
     response = render(
         request,
         "console/error.html",
-        {"status": status, "title": title, "detail": detail, "code": code},
+        {"status": status, "title": title, "detail": detail, "code": code, "field": field},
         status=status,
     )
     add_never_cache_headers(response)

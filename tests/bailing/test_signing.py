@@ -1,5 +1,7 @@
 import hmac
 
+import h11
+import httpx
 import pytest
 
 from bailing import signing
@@ -299,6 +301,8 @@ def test_signature_comparison_goes_through_compare_digest(monkeypatch):
         {"on_behalf_of": "alice\r\nX-Evil: 1"},
         {"job_id": "job\n1"},
         {"on_behalf_of": "渠道用户"},
+        {"on_behalf_of": " alice"},
+        {"job_id": "job-1 "},
         {"path_with_query": "goods/create"},
         {"secret": ""},
     ],
@@ -311,3 +315,36 @@ def test_signer_rejects_values_that_cannot_travel_in_headers(overrides):
 def test_empty_secret_never_verifies():
     with pytest.raises(ValueError):
         verify_tool_call(tool_call_headers(), secret="")
+
+
+@pytest.mark.parametrize(
+    ("value", "sendable"),
+    [
+        ("", True),
+        ("t1:alice", True),
+        ("a b", True),
+        ("~!@#$%^&*()_+{}|:<>?", True),
+        (" alice", False),
+        ("alice ", False),
+        ("alice\t", False),
+        ("al\x7fice", False),
+        ("jos\u00e9", False),
+        ("渠道用户", False),
+        ("a\r\nX-Evil: 1", False),
+        (None, False),
+        (5, False),
+    ],
+)
+def test_is_sendable_header_value_is_what_the_signer_and_http_accept(value, sendable):
+    assert signing.is_sendable_header_value(value) is sendable
+    if isinstance(value, str):
+        if sendable:
+            headers = tool_call_headers(on_behalf_of=value)
+            # What the signer accepts, an HTTP client sends unchanged.
+            httpx.Request("GET", "http://127.0.0.1/", headers=headers)
+            h11.Connection(h11.CLIENT).send(
+                h11.Request(method="GET", target="/", headers=[("Host", "x"), *headers.items()])
+            )
+        else:
+            with pytest.raises(ValueError):
+                tool_call_headers(on_behalf_of=value)

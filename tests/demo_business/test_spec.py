@@ -181,3 +181,17 @@ def test_signature_headers_are_not_tool_parameters(demo_shop):
         for parameter in operation.get("parameters", []):
             assert parameter["in"] in {"path", "query"}
             assert not parameter["name"].lower().startswith("x-bailing")
+
+
+def test_every_tool_input_has_a_description(demo_shop):
+    """The hub reports an undescribed input as ``param_missing_description``; the shop has none."""
+    for _, path, operation in operations(fetch_spec(demo_shop)):
+        for name, schema in input_schema(operation)["properties"].items():
+            parameter = next((p for p in operation.get("parameters", []) if p["name"] == name), {})
+            assert parameter.get("description") or schema.get("description"), (path, name)
+
+
+def test_spec_declares_the_authorization_probe_endpoint(demo_shop):
+    spec = fetch_spec(demo_shop)
+    assert spec["x-bailing-authz-probe"] == {"method": "POST", "path": "/.well-known/bailing/authz-probe"}
+    assert "/.well-known/bailing/authz-probe" not in spec["paths"]  # an endpoint, never a tool

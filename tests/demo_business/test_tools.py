@@ -89,6 +89,48 @@ def test_unknown_subject_is_403(demo_shop, subject):
     assert error_of(response) == "subject_not_allowed"
 
 
+# --- authorization probe endpoint -------------------------------------------------------------------
+
+AUTHZ_PROBE = "/.well-known/bailing/authz-probe"
+PROBE_BODY = {"subject": PROBE_SUBJECT, "reason": "bailing-authz-probe", "expect": "deny"}
+
+
+def test_the_authz_probe_refuses_the_synthetic_nobody_subject_with_403(demo_shop):
+    response = demo_shop.call(
+        "POST", AUTHZ_PROBE, json_body=PROBE_BODY, on_behalf_of=PROBE_SUBJECT, job_id="probe"
+    )
+    assert response.status_code == 403
+    assert error_of(response) == "subject_not_allowed"
+
+
+def test_the_authz_probe_passes_the_same_gates_as_a_tool(demo_shop):
+    unsigned = demo_shop.client.post(demo_shop.url(AUTHZ_PROBE), json=PROBE_BODY)
+    assert (unsigned.status_code, error_of(unsigned)) == (401, "invalid_signature")
+    no_subject = demo_shop.call("POST", AUTHZ_PROBE, json_body={})
+    assert (no_subject.status_code, error_of(no_subject)) == (401, "subject_required")
+    customer = demo_shop.call("POST", AUTHZ_PROBE, json_body={"subject": "alice"}, on_behalf_of="alice")
+    assert customer.status_code == 200
+    assert customer.json() == {"authorized": True, "subject": "alice"}
+    empty = demo_shop.call("POST", AUTHZ_PROBE, on_behalf_of="bob")
+    assert empty.json() == {"authorized": True, "subject": "bob"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"subject": "bob"}, "subject"), ({"subject": "alice", "user": "x"}, "user"), ({"reason": 5}, "reason")],
+)
+def test_the_authz_probe_validates_its_body(demo_shop, body, field):
+    response = demo_shop.call("POST", AUTHZ_PROBE, json_body=body, on_behalf_of="alice")
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+
+
+def test_the_authz_probe_is_post_only(demo_shop):
+    response = demo_shop.call("GET", AUTHZ_PROBE, on_behalf_of="alice")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+
+
 # --- read tools -----------------------------------------------------------------------------------
 
 

@@ -33,7 +33,10 @@ WRITE_BODY = {
         "application/json": {
             "schema": {
                 "type": "object",
-                "properties": {"amount": {"type": "number"}, "reason": {"type": "string"}},
+                "properties": {
+                    "amount": {"type": "number", "description": "Amount in the order's currency."},
+                    "reason": {"type": "string", "description": "Why, in one sentence."},
+                },
                 "required": ["amount"],
             }
         }

@@ -37,6 +37,7 @@ from bailing.api.errors import InvalidRequest, NotFound, RateLimited
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
+from bailing.signing import is_sendable_header_value
 
 # Namespace of the creation-throttle advisory locks (two-int4 key space, disjoint from the audit
 # chain's single-bigint key).
@@ -282,12 +283,16 @@ def authorization_approve(
     ``client`` is the business client deciding on its own consent page; ``None`` means the hub's
     consent page (then the authorization's client must use hub consent and ``approved_by`` is the
     console user). The granted routes must be a subset of what was requested and of what the
-    client allows. Issues the one-time code (``bhc_``, 120 s); only its digest is stored and the
-    plaintext leaves only inside the returned redirect URI.
+    client allows. ``on_behalf_of`` must be sendable in ``X-Bailing-On-Behalf-Of``
+    (``bailing.signing.is_sendable_header_value``), else 400 ``invalid_request`` before anything is
+    stored. Issues the one-time code (``bhc_``, 120 s); only its digest is stored and the plaintext
+    leaves only inside the returned redirect URI.
     """
     if not isinstance(allowed_routes, list) or not allowed_routes:
         raise InvalidRequest(field="allowed_routes")
-    if not isinstance(on_behalf_of, str) or not on_behalf_of:
+    # The subject travels to business systems in the signed X-Bailing-On-Behalf-Of header of every
+    # tool call; one that cannot be sent there must not become a session that could never act.
+    if not isinstance(on_behalf_of, str) or not on_behalf_of or not is_sendable_header_value(on_behalf_of):
         raise InvalidRequest(field="on_behalf_of")
     principal_record = _principal_record(principal)
     expired = False

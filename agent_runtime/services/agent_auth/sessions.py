@@ -1,6 +1,7 @@
 """Agent sessions: revocation by the agent, the business system or an administrator.
 
-Lock order: session row → its refresh tokens → audit chain.
+Lock order: authorization row (revocation by authorization) → session row → its refresh tokens →
+audit chain.
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from agent_runtime.models import AgentRefreshToken, AgentSession, Client
+from agent_runtime.errors import InvalidState
+from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession, Client
 from agent_runtime.services.agent_auth.common import uuid_or_404
 from agent_runtime.tokens import (
     ACCESS_TOKEN_PREFIX,
@@ -24,8 +26,12 @@ from bailing.audit.ledger import audit_record
 _REVOKED_BY = {"agent": "agent", "client": "business", "user": "admin", "system": "system"}
 
 
-def session_revoke_locked(session: AgentSession, *, by: str, reason: str, actor: Actor) -> bool:
-    """Revoke a session whose row the caller holds locked. False if it was already revoked."""
+def session_revoke_locked(
+    session: AgentSession, *, by: str, reason: str, actor: Actor, data: dict | None = None
+) -> bool:
+    """Revoke a session whose row the caller holds locked. False if it was already revoked.
+
+    ``data`` adds facts to the audit event (``by`` and ``reason`` are always recorded)."""
     if session.revoked_at is not None:
         return False
     now = timezone.now()
@@ -47,7 +53,7 @@ def session_revoke_locked(session: AgentSession, *, by: str, reason: str, actor:
         session_id=session.id,
         target_type="agent_session",
         target_id=str(session.id),
-        data={"by": by, "reason": reason},
+        data={**(data or {}), "by": by, "reason": reason},
     )
     return True
 
@@ -101,3 +107,38 @@ def session_get_for_client(*, client: Client, session_id) -> AgentSession:
     if session is None:
         raise NotFound()
     return session
+
+
+def authorization_session_revoke(
+    *, client: Client, authorization_id, actor: Actor
+) -> tuple[AgentSession, bool]:
+    """The business backend ends the session its authorization ``authorization_id`` produced.
+
+    Returns the session and whether this call revoked it (False: it was already revoked, by anyone;
+    nothing is written or audited then). Another client's or an unknown authorization is 404; one
+    that produced no session (pending, approved but not yet exchanged, denied, expired) is 409
+    ``invalid_state``: a code that was approved but not exchanged expires within two minutes, after
+    which its session, if any, can be revoked here.
+    """
+    pk = uuid_or_404(authorization_id)
+    with transaction.atomic():
+        authorization = (
+            AgentAuthorization.objects.select_for_update(of=("self",)).filter(pk=pk, client=client).first()
+        )
+        if authorization is None:
+            raise NotFound()
+        if authorization.session_id is None:
+            raise InvalidState("The authorization has not produced a session; there is nothing to revoke.")
+        session = (
+            AgentSession.objects.select_for_update(of=("self",))
+            .select_related("client")
+            .get(pk=authorization.session_id)
+        )
+        revoked = session_revoke_locked(
+            session,
+            by=_REVOKED_BY.get(actor.type, actor.type),
+            reason="business_revoked",
+            actor=actor,
+            data={"authorization_id": str(authorization.id)},
+        )
+    return session, revoked

@@ -116,9 +116,10 @@ def _tools_lines(outcome: RefreshOutcome | None) -> list[str]:
         return [f"  Demo Shop tools: provider {DEMO_PROVIDER} is not configured."]
     if outcome.ok:
         probe = outcome.probe.get("status", "")
+        authz = outcome.authz_probe.get("status", "")
         return [
             f"  Demo Shop tools: {outcome.tools} compiled ({outcome.warnings} warnings), "
-            f"spec access probe: {probe}."
+            f"spec access probe: {probe}, authorization probe: {authz}."
         ]
     return [
         f"  Demo Shop tools: refresh failed: {outcome.error} ({outcome.message}).",

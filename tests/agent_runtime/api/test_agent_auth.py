@@ -426,6 +426,32 @@ def test_approve_validation_is_invalid_request(api_client, business, rule, overr
     assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
 
 
+@pytest.mark.parametrize("subject", ["jos\u00e9", "渠道用户", " t1:alice", "t1:alice "])
+def test_approve_refuses_a_subject_the_on_behalf_of_header_cannot_carry(api_client, business, subject):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client,
+        f"/authorizations/{authorization_id}/approve",
+        approve_body(on_behalf_of=subject),
+        business._token,
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == "on_behalf_of"
+    authorization = AgentAuthorization.objects.get(pk=authorization_id)
+    assert (authorization.status, authorization.on_behalf_of, authorization.code_hash) == (
+        "pending",
+        "",
+        None,
+    )
+    # The same authorization can still be approved with a subject that can be sent.
+    assert (
+        post(
+            api_client, f"/authorizations/{authorization_id}/approve", approve_body(), business._token
+        ).status_code
+        == 200
+    )
+
+
 # Client text is rejected, never cleaned: control characters anywhere in a single-line field, and lone
 # UTF-16 surrogates anywhere in the body (they can only arrive as \\u escapes, so the body is raw JSON).
 CONTROL_CHARACTERS = ["\x00", "\x07", "\x1b", "\t", "\n", "\r", "\x7f", "\x85", "\x9f"]
@@ -939,6 +965,157 @@ def test_business_revoke_needs_the_client_token(api_client, business):
     tokens = logged_in(api_client, business)
     path = f"/sessions/{tokens['session_id']}/revoke"
     assert_error(post(api_client, path, {}, tokens["access_token"]), 401, "unauthorized")
+
+
+# --- GET /sessions?authorization_id=, POST /authorizations/{id}/revoke -----------------------------------
+
+
+SESSION_VIEW_KEYS = {
+    "session_id",
+    "client_app_id",
+    "device_label",
+    "subject_display",
+    "subject_display_status",
+    "principal",
+    "on_behalf_of",
+    "allowed_routes",
+    "created_at",
+    "expires_at",
+    "refresh_expires_at",
+    "state",
+    "revoked_at",
+    "last_seen_at",
+}
+
+
+def test_sessions_of_an_authorization_show_non_secret_metadata(api_client, business):
+    authorization_id, code, verifier = approved_code(api_client, business)
+    before = get(api_client, f"/sessions?authorization_id={authorization_id}", business._token)
+    assert before.status_code == 200
+    assert before.json() == {"authorization_id": authorization_id, "sessions": []}
+    tokens = post(api_client, "/token", code_grant(code, verifier)).json()
+    get(api_client, "/session", tokens["access_token"])  # the agent is seen once
+
+    response = get(api_client, f"/sessions?authorization_id={authorization_id.upper()}", business._token)
+
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    data = response.json()
+    assert data["authorization_id"] == authorization_id
+    [session] = data["sessions"]
+    assert set(session) == SESSION_VIEW_KEYS
+    assert session["session_id"] == tokens["session_id"]
+    assert (session["state"], session["revoked_at"]) == ("active", None)
+    assert (session["principal"], session["on_behalf_of"]) == (PRINCIPAL, "t1:alice")
+    assert session["last_seen_at"].endswith("Z")
+    text = response.content.decode()
+    assert tokens["access_token"] not in text and tokens["refresh_token"] not in text
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("", "authorization_id"),
+        ("?authorization_id=", "authorization_id"),
+        ("?authorization_id=not-a-uuid", "authorization_id"),
+        ("?authorization_id={id}&authorization_id={id}", "authorization_id"),
+        ("?authorization_id={id}&session_id=x", "session_id"),
+        ("?authorization_id={{{id}}}", "authorization_id"),
+        ("?authorization_id={hex}", "authorization_id"),
+    ],
+)
+def test_sessions_query_is_strict(api_client, business, query, field):
+    authorization_id, _ = start(api_client)
+    query = query.format(id=authorization_id, hex=authorization_id.replace("-", ""))
+    response = get(api_client, "/sessions" + query, business._token)
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == field
+
+
+def test_sessions_of_another_clients_or_an_unknown_authorization_are_404(api_client, business):
+    authorization_id, code, verifier = approved_code(api_client, business)
+    post(api_client, "/token", code_grant(code, verifier))
+    intruder = ClientFactory(allowed_routes=["*"])
+    path = f"/sessions?authorization_id={authorization_id}"
+    assert_error(get(api_client, path, intruder._token), 404, "not_found")
+    unknown = "/sessions?authorization_id=00000000-0000-4000-8000-000000000000"
+    assert_error(get(api_client, unknown, business._token), 404, "not_found")
+
+
+def test_sessions_need_the_client_token(api_client, business):
+    tokens = logged_in(api_client, business)
+    authorization_id = str(AgentSession.objects.get(pk=tokens["session_id"]).authorization.id)
+    path = f"/sessions?authorization_id={authorization_id}"
+    assert_error(get(api_client, path, tokens["access_token"]), 401, "unauthorized")
+    assert_error(get(api_client, path), 401, "unauthorized")
+    assert_error(post(api_client, path, {}, business._token), 405, "method_not_allowed")
+
+
+def test_revoke_by_authorization_is_idempotent_and_ends_the_session(api_client, business):
+    authorization_id, code, verifier = approved_code(api_client, business)
+    tokens = post(api_client, "/token", code_grant(code, verifier)).json()
+    path = f"/authorizations/{authorization_id}/revoke"
+
+    first = post(api_client, path, {}, business._token)
+    second = post(api_client, path, None, business._token)
+
+    assert first.status_code == second.status_code == 200
+    assert first["Cache-Control"] == second["Cache-Control"] == "no-store"
+    session_id = tokens["session_id"]
+    assert first.json() == {"revoked": True, "already_revoked": False, "session_id": session_id}
+    assert second.json() == {"revoked": True, "already_revoked": True, "session_id": session_id}
+    assert_error(get(api_client, "/session", tokens["access_token"]), 401, "unauthorized")
+    assert_error(post(api_client, "/token", refresh_grant(tokens)), 400, "invalid_grant")
+    [listed] = get(api_client, f"/sessions?authorization_id={authorization_id}", business._token).json()[
+        "sessions"
+    ]
+    assert listed["state"] == "revoked" and listed["revoked_at"].endswith("Z")
+    revoked = AgentSession.objects.get(pk=session_id)
+    assert revoked.revoke_reason == "business_revoked"
+
+
+def test_revoke_by_authorization_is_only_for_the_owning_client(api_client, business):
+    tokens = logged_in(api_client, business)
+    authorization_id = str(AgentSession.objects.get(pk=tokens["session_id"]).authorization.id)
+    intruder = ClientFactory(allowed_routes=["*"])
+    assert_error(
+        post(api_client, f"/authorizations/{authorization_id}/revoke", {}, intruder._token), 404, "not_found"
+    )
+    for unknown in ("nope", "00000000-0000-4000-8000-000000000000"):
+        assert_error(
+            post(api_client, f"/authorizations/{unknown}/revoke", {}, business._token), 404, "not_found"
+        )
+    assert_error(
+        post(api_client, f"/authorizations/{authorization_id}/revoke", {}, tokens["access_token"]),
+        401,
+        "unauthorized",
+    )
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoked_at is None
+    assert_error(
+        get(api_client, f"/authorizations/{authorization_id}/revoke", business._token),
+        405,
+        "method_not_allowed",
+    )
+
+
+def test_revoke_by_authorization_without_a_session_is_409(api_client, business):
+    authorization_id, _ = start(api_client)
+    path = f"/authorizations/{authorization_id}/revoke"
+    assert_error(post(api_client, path, {}, business._token), 409, "invalid_state")
+    post(api_client, f"/authorizations/{authorization_id}/approve", approve_body(), business._token)
+    assert_error(post(api_client, path, {}, business._token), 409, "invalid_state")
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "approved"
+
+
+def test_revoke_by_authorization_takes_an_empty_body_only(api_client, business):
+    tokens = logged_in(api_client, business)
+    authorization_id = str(AgentSession.objects.get(pk=tokens["session_id"]).authorization.id)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/revoke", {"reason": "x"}, business._token
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == "reason"
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoked_at is None
 
 
 # --- surface ----------------------------------------------------------------------------------------------

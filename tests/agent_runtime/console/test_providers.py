@@ -111,9 +111,12 @@ def test_list_shows_each_provider_with_refresh_probe_and_counts(seeded, admin_ht
     assert (shop["Result"].text, shop["Result"].tone, shop["Result"].sub) == ("ok", "ok", "")
     assert shop["Access probe"].kind == "muted"  # an inline spec is never fetched
     assert shop["Tools"].text == str(len(SHOP_TOOLS))
-    assert shop["Warnings"].text == str(len(SHOP_LEFT_OUT) + 2)
+    assert shop["Warnings"].text == str(len(seeded.shop.compile_warnings))
     assert rows["crm"]["Tools"].text == "3"
-    assert rows["crm"]["Warnings"].text == "0"
+    # The crm fixture's only findings are its undescribed inputs (compile caveats count as warnings).
+    crm_codes = {warning["code"] for warning in seeded.crm.compile_warnings}
+    assert crm_codes == {"param_missing_description"}
+    assert rows["crm"]["Warnings"].text == str(len(seeded.crm.compile_warnings))
 
     assert billing["Base URL and spec"].text == broken.base_url.removesuffix("/billing/v1")
     assert billing["Base URL and spec"].sub == "url · signed_required"
@@ -164,6 +167,48 @@ def test_detail_shows_configuration_and_spec_status(seeded, admin_http):
     assert response.context["refresh_error_code"] == ""
     # No access probe for an inline spec: the table says so instead of showing an empty row.
     assert response.context["probe_table"].rows == []
+    assert response.context["authz_probe_table"].rows == []
+    assert "No authorization probe yet" in body
+
+
+@pytest.mark.parametrize(
+    ("probe", "tone", "answer", "subject"),
+    [
+        ({"status": "suspect", "http": 200, "reason": "nobody_served"}, "bad", "HTTP 200", "yes"),
+        ({"status": "inconclusive", "reason": "timeout"}, "warn", "—", "yes"),
+        ({"status": "pass", "http": 401, "reason": "nobody_refused"}, "ok", "HTTP 401", "yes"),
+    ],
+)
+def test_authz_probe_outcomes_get_their_badge_tone(seeded, admin_http, probe, tone, answer, subject):
+    ToolProvider.objects.filter(pk=seeded.shop.pk).update(
+        authz_probe={
+            **probe,
+            "tool": "authz_probe",
+            "mode": "dedicated",
+            "requires_subject": True,
+            "at": "2026-01-02T03:04:05+00:00",
+        }
+    )
+    table = detail(admin_http, "shop").context["authz_probe_table"]
+    [row] = table.rows
+    cells = dict(zip(table.columns, row, strict=True))
+    assert (cells["Status"].text, cells["Status"].tone) == (probe["status"], tone)
+    assert (cells["Answer"].text, cells["Subject required"].text) == (answer, subject)
+    assert cells["Reason"].text == probe["reason"]
+
+
+def test_a_skipped_authz_probe_shows_only_its_reason(seeded, admin_http):
+    ToolProvider.objects.filter(pk=seeded.shop.pk).update(
+        authz_probe={"status": "skipped", "reason": "inline_spec", "at": "2026-01-02T03:04:05+00:00"}
+    )
+    table = detail(admin_http, "shop").context["authz_probe_table"]
+    cells = dict(zip(table.columns, table.rows[0], strict=True))
+    assert (cells["Status"].text, cells["Status"].tone, cells["Reason"].text) == (
+        "skipped",
+        "off",
+        "inline_spec",
+    )
+    assert [cells[name].text for name in ("Mode", "Target", "Answer", "Subject required")] == ["—"] * 4
 
 
 def test_detail_of_a_provider_without_secret(seeded, admin_http):
@@ -195,7 +240,8 @@ def test_tools_table_lists_every_compiled_tool_with_governance(seeded, admin_htt
     assert rows["order_get"]["Approval"] == "never"
     assert rows["long_description"]["Warnings"] == "1"
     assert rows["guidance_over_chars"]["Warnings"] == "1"
-    assert rows["order_get"]["Warnings"] == "0"
+    assert rows["order_get"]["Warnings"] == "1"  # its path parameter has no description
+    assert rows["refund_large"]["Warnings"] == "0"
 
 
 @pytest.mark.parametrize(
@@ -289,7 +335,11 @@ def test_exposure_follows_the_catalog_when_two_sources_claim_a_name(seeded, admi
 def test_warnings_table_lists_disabled_operations_and_caveats(seeded, admin_http):
     table = detail(admin_http, "shop").context["warnings_table"]
     assert table.columns == ["Code", "Severity", "Tool", "Spec location", "Detail"]
-    by_tool = {row[2].text: row for row in table.rows}
+    # Undescribed inputs of the borrowed fixtures are caveats too; the other findings are one per tool.
+    undescribed = [row for row in table.rows if row[0].text == "param_missing_description"]
+    others = [row for row in table.rows if row[0].text != "param_missing_description"]
+    assert undescribed and {(row[0].tone, row[1].text) for row in undescribed} == {("warn", "warning")}
+    by_tool = {row[2].text: row for row in others}
     for tool, code in SHOP_LEFT_OUT.items():
         code_cell, severity, _, path, _ = by_tool[tool]
         assert (code_cell.text, code_cell.kind, code_cell.tone) == (code, "badge", "bad")
@@ -298,7 +348,7 @@ def test_warnings_table_lists_disabled_operations_and_caveats(seeded, admin_http
     assert by_tool["long_description"][0].text == "tool_description_truncated"
     assert (by_tool["long_description"][1].text, by_tool["long_description"][0].tone) == ("warning", "warn")
     assert by_tool["guidance_over_chars"][0].text == "tool_usage_guidance_truncated"
-    assert len(table.rows) == len(SHOP_LEFT_OUT) + 2
+    assert len(others) == len(SHOP_LEFT_OUT) + 2
 
 
 def test_detail_query_count_does_not_grow_with_tools_or_workspaces(
@@ -447,7 +497,23 @@ def test_refresh_against_the_demo_business_then_a_closed_port(console_roles, adm
         assert probe["Unsigned request"].text in {"HTTP 401", "HTTP 403", "HTTP 404"}
         assert probe["Invalid signature"].text in {"HTTP 401", "HTTP 403", "HTTP 404"}
         assert probe["Reason"].text == "negative_probes_refused"
-        assert shop.secret not in response.content.decode()
+        # Next to it, the authorization probe: the Demo Shop refuses the nobody subject.
+        [authz] = response.context["authz_probe_table"].rows
+        cells = dict(zip(response.context["authz_probe_table"].columns, authz, strict=True))
+        assert (cells["Status"].text, cells["Status"].kind, cells["Status"].tone) == ("pass", "badge", "ok")
+        assert (cells["Mode"].text, cells["Target"].text, cells["Answer"].text) == (
+            "dedicated",
+            "authz_probe",
+            "HTTP 403",
+        )
+        assert (cells["Subject required"].text, cells["Reason"].text) == ("yes", "nobody_refused")
+        assert cells["Observed"].kind == "time"
+        body = response.content.decode()
+        headings = [
+            body.index(f"<h2>{h}</h2>") for h in ("Access probe", "Authorization probe", "Compiled tools")
+        ]
+        assert headings == sorted(headings)
+        assert shop.secret not in body
 
         # Unchanged spec: nothing added, removed or changed.
         [(level, text)] = flashed(admin_http.post(url, follow=True))

@@ -16,7 +16,7 @@ from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tools import compile_spec
 from bailing.audit.actor import Actor
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
-from tests.support.tool_specs import MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
+from tests.support.tool_specs import MIXED_SPEC_CAVEATS, MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -555,10 +555,12 @@ def test_a_spec_with_ref_chains_and_malformed_acc_is_stored_with_its_warnings(ve
     )
     outcome = provider_refresh(provider=provider, actor=Actor.system("tests"))
     assert outcome.ok, outcome
-    assert (outcome.tools, outcome.warnings) == (5, len(MIXED_SPEC_WARNINGS))
+    assert (outcome.tools, outcome.warnings) == (5, len(MIXED_SPEC_WARNINGS) + len(MIXED_SPEC_CAVEATS))
     provider.refresh_from_db()
     assert provider.last_refresh_status == "ok"
-    assert sorted(warning["tool"] for warning in provider.compile_warnings) == sorted(MIXED_SPEC_WARNINGS)
+    assert sorted(warning["tool"] for warning in provider.compile_warnings) == sorted(
+        [*MIXED_SPEC_WARNINGS, *MIXED_SPEC_CAVEATS]
+    )
     route = RouteFactory(
         permission="readwrite",
         tools=direct_tools(

@@ -29,7 +29,11 @@ from agent_runtime.services.agent_auth.authorizations import (
     authorization_get_for_client,
     authorization_get_for_hub_consent,
 )
-from agent_runtime.services.agent_auth.sessions import session_revoke, session_revoke_self
+from agent_runtime.services.agent_auth.sessions import (
+    authorization_session_revoke,
+    session_revoke,
+    session_revoke_self,
+)
 from agent_runtime.services.agent_auth.tokens import pkce_s256, token_exchange_code, token_refresh
 from agent_runtime.tokens import secret_hash
 from bailing.api.errors import InvalidRequest, NotFound, RateLimited
@@ -293,6 +297,51 @@ def test_approve_rejects_missing_grant_fields_even_from_the_console(business, kw
         authorization_approve(
             authorization_id=authorization.id, client=business, actor=Actor("client", "shop"), **arguments
         )
+
+
+# Subjects the signer could never put in X-Bailing-On-Behalf-Of (printable ASCII, no space at an end).
+UNSENDABLE_SUBJECTS = ["jos\u00e9", "渠道用户", " alice", "alice ", "a\tb", "a\x7fb"]
+
+
+@pytest.mark.parametrize("subject", UNSENDABLE_SUBJECTS)
+@pytest.mark.parametrize("via", ["business", "hub_consent"])
+def test_approve_refuses_a_subject_that_cannot_be_dispatched_and_stores_nothing(business, via, subject):
+    client = business if via == "business" else ClientFactory(hub_consent=True)
+    authorization, _ = create(client)
+    events = actions()
+    with pytest.raises(InvalidRequest) as refused:
+        authorization_approve(
+            authorization_id=authorization.id,
+            client=client if via == "business" else None,
+            principal={"id": "alice"},
+            on_behalf_of=subject,
+            allowed_routes=["orders"],
+            actor=Actor.client(client) if via == "business" else Actor.system(),
+        )
+    assert refused.value.extra == {"field": "on_behalf_of"}
+    authorization.refresh_from_db()
+    assert (authorization.status, authorization.on_behalf_of, authorization.principal) == (
+        "pending",
+        "",
+        None,
+    )
+    assert authorization.code_hash is None
+    assert actions() == events
+
+
+def test_approve_keeps_a_dispatchable_subject_exactly(business):
+    authorization, _ = create(business)
+    subject = "tenant 1:alice@example.com"  # inner spaces and punctuation travel unchanged
+    authorization_approve(
+        authorization_id=authorization.id,
+        client=business,
+        principal={"id": "alice"},
+        on_behalf_of=subject,
+        allowed_routes=["orders"],
+        actor=Actor.client(business),
+    )
+    authorization.refresh_from_db()
+    assert authorization.on_behalf_of == subject
 
 
 def test_approve_for_another_client_or_unknown_id_is_not_found(business):
@@ -661,6 +710,82 @@ def test_admin_revoke_is_recorded_as_admin(business):
     event = AuditEvent.objects.get(action="agent_auth.session.revoked")
     assert event.data == {"by": "admin", "reason": "admin_revoked"}
     assert (event.actor_type, event.actor) == ("user", user.username)
+
+
+def test_revoke_by_authorization_ends_its_session_once_and_audits_once(business):
+    authorization, tokens = login(business)
+    actor = Actor.client(business)
+
+    session, revoked = authorization_session_revoke(
+        client=business, authorization_id=str(authorization.id), actor=actor
+    )
+    again, revoked_again = authorization_session_revoke(
+        client=business, authorization_id=authorization.id, actor=actor
+    )
+
+    assert (str(session.id), revoked) == (tokens["session_id"], True)
+    assert (again.id, revoked_again) == (session.id, False)
+    session.refresh_from_db()
+    assert (session.state, session.access_token_hash, session.revoke_reason) == (
+        "revoked",
+        None,
+        "business_revoked",
+    )
+    assert set(AgentRefreshToken.objects.filter(session=session).values_list("status", flat=True)) == {
+        "revoked"
+    }
+    [event] = AuditEvent.objects.filter(action="agent_auth.session.revoked")
+    assert event.data == {
+        "authorization_id": str(authorization.id),
+        "by": "business",
+        "reason": "business_revoked",
+    }
+    assert (event.actor_type, event.actor, event.target_id) == ("client", "shop", tokens["session_id"])
+    with pytest.raises(InvalidGrant):
+        token_refresh(client_app_id="shop", refresh_token=tokens["refresh_token"])
+
+
+def test_revoke_by_authorization_of_a_session_the_agent_already_ended_writes_nothing(business):
+    authorization, tokens = login(business)
+    session_revoke_self(access_token=tokens["access_token"])
+    events = actions()
+    session, revoked = authorization_session_revoke(
+        client=business, authorization_id=authorization.id, actor=Actor.client(business)
+    )
+    assert revoked is False
+    assert session.revoke_reason == "agent_logout"
+    assert actions() == events
+
+
+def test_revoke_by_authorization_is_only_for_the_owning_client(business):
+    authorization, tokens = login(business)
+    intruder = ClientFactory()
+    for authorization_id in (authorization.id, "11111111-1111-4111-8111-111111111111", "not-a-uuid"):
+        with pytest.raises(NotFound):
+            authorization_session_revoke(
+                client=intruder if authorization_id == authorization.id else business,
+                authorization_id=authorization_id,
+                actor=Actor.client(intruder),
+            )
+    assert AgentSession.objects.get(pk=tokens["session_id"]).revoked_at is None
+    assert "agent_auth.session.revoked" not in actions()
+
+
+@pytest.mark.parametrize("decision", ["pending", "approved", "denied"])
+def test_revoke_by_authorization_without_a_session_is_invalid_state(business, decision):
+    authorization, _ = create(business)
+    if decision == "approved":
+        approve(authorization, business)
+    elif decision == "denied":
+        authorization_deny(authorization_id=authorization.id, client=business, actor=Actor.client(business))
+    events = actions()
+    with pytest.raises(InvalidState):
+        authorization_session_revoke(
+            client=business, authorization_id=authorization.id, actor=Actor.client(business)
+        )
+    assert actions() == events
+    authorization.refresh_from_db()
+    assert authorization.status == decision
 
 
 @pytest.mark.parametrize("credential", ["access", "refresh", "old_refresh"])

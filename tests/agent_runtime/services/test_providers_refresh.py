@@ -40,6 +40,10 @@ from tests.support.demo_business import running_demo_business
 
 ACTOR = Actor.system("tests")
 SECRET = "provider-secret-" + "k" * 24
+# The authorization probe the Demo Shop spec (build_spec) declares, and its synthetic subject.
+AUTHZ_PATH = "/.well-known/bailing/authz-probe"
+NOBODY = "__bailing_authz_probe__:nobody"
+AUTHZ_KEYS = {"status", "http", "tool", "mode", "requires_subject", "reason", "at"}
 DEMO_TOOLS = {
     "list_orders",
     "get_order",
@@ -55,6 +59,8 @@ DEMO_TOOLS = {
 class Seen:
     path: str
     headers: dict[str, str]
+    method: str = "GET"
+    body: bytes = b""
 
 
 @dataclass
@@ -72,9 +78,25 @@ def spec_server(respond) -> Iterator[SpecServer]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            request = Seen(path=self.path, headers={k.lower(): v for k, v in self.headers.items()})
+            self._answer()
+
+        def do_POST(self):
+            self._answer()
+
+        def _answer(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            request = Seen(
+                path=self.path,
+                headers={k.lower(): v for k, v in self.headers.items()},
+                method=self.command,
+                body=self.rfile.read(length) if length else b"",
+            )
             state.seen.append(request)
-            status, headers, body = state.respond(request)
+            answer = state.respond(request)
+            if answer is None:  # hang up without an answer
+                self.close_connection = True
+                return
+            status, headers, body = answer
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
@@ -348,7 +370,8 @@ def test_yaml_specs_and_custom_spec_paths_with_a_query_are_signed_as_requested()
         provider = make_provider(server.base_url + "/ignored-prefix", spec_url=path)
         outcome = provider_refresh(provider=provider, actor=ACTOR)
     assert outcome.ok and outcome.tools == 6
-    assert [seen.path for seen in server.seen] == [path, path, path]
+    # The spec three times (signed, unsigned, wrong signature), then the spec's authorization probe.
+    assert [seen.path for seen in server.seen] == [path, path, path, AUTHZ_PATH]
 
 
 # --- Failures keep the last good spec -----------------------------------------------------------------
@@ -509,6 +532,300 @@ def test_inline_providers_are_recompiled_without_network():
 
     ToolProvider.objects.filter(pk=provider.pk).update(spec_inline=None)
     assert provider_refresh(provider=provider, actor=ACTOR).error == "spec_missing"
+
+
+# --- Authorization probe ------------------------------------------------------------------------------
+def _probed_spec(declaration=None, **root) -> dict:
+    spec = build_spec()
+    spec.pop("x-bailing-authz-probe", None)
+    if declaration is not None:
+        spec["x-bailing-authz-probe"] = declaration
+    spec.update(root)
+    return spec
+
+
+def serve_spec_and_probe(spec: dict, probe):
+    """The signed spec at SPEC_PATH; every other request (the probe) is answered by ``probe``."""
+    spec_answer = serve_signed(SECRET, _spec_bytes(spec))
+
+    def respond(seen: Seen):
+        if seen.method == "GET" and seen.path == SPEC_PATH:
+            return spec_answer(seen)
+        return probe(seen)
+
+    return respond
+
+
+def probe_answer(status: int, body: bytes = b"", headers: dict | None = None):
+    return lambda seen: (status, {"Content-Type": "application/json", **(headers or {})}, body)
+
+
+def _probes(server: SpecServer) -> list[Seen]:
+    return [seen for seen in server.seen if seen.path != SPEC_PATH]
+
+
+def _authz_events(provider: ToolProvider) -> list[dict]:
+    events = AuditEvent.objects.filter(action="agent_runtime.provider.authz_probe", target_id=provider.name)
+    return list(events.order_by("id").values_list("data", flat=True))
+
+
+@pytest.mark.django_db
+def test_the_demo_shop_refuses_the_nobody_subject_so_its_probe_passes(shop):
+    provider = make_provider(shop.base_url)
+    outcome = provider_refresh(provider=provider, actor=ACTOR)
+
+    assert outcome.ok
+    provider.refresh_from_db()
+    probe = provider.authz_probe
+    assert set(probe) == AUTHZ_KEYS
+    assert {key: probe[key] for key in AUTHZ_KEYS - {"at"}} == {
+        "status": "pass",
+        "http": 403,
+        "tool": "authz_probe",
+        "mode": "dedicated",
+        "requires_subject": True,
+        "reason": "nobody_refused",
+    }
+    assert outcome.authz_probe == probe
+    assert _authz_events(provider) == [probe]
+    event = AuditEvent.objects.get(action="agent_runtime.provider.authz_probe")
+    assert (event.actor_type, event.target_type) == ("system", "tool_provider")
+
+
+@pytest.mark.django_db
+def test_the_probe_is_signed_like_a_tool_call_for_the_nobody_subject():
+    spec = _probed_spec({"method": "POST", "path": AUTHZ_PATH, "operationId": "check_authz"})
+    with spec_server(serve_spec_and_probe(spec, probe_answer(403))) as server:
+        provider = make_provider(server.base_url + "/api/v1")  # requested on the origin, like spec_url
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+    [probe] = _probes(server)
+    assert (probe.method, probe.path) == ("POST", AUTHZ_PATH)
+    assert json.loads(probe.body) == {"subject": NOBODY, "reason": "bailing-authz-probe", "expect": "deny"}
+    verified = signing.verify_tool_request(
+        secret=SECRET, headers=probe.headers, method="POST", path_with_query=AUTHZ_PATH, body=probe.body
+    )
+    assert verified and (verified.on_behalf_of, verified.job_id) == (NOBODY, "probe")
+    assert probe.headers["content-type"] == "application/json"
+    assert probe.headers["x-bailing-client"] == "__probe__"
+    assert probe.headers["x-bailing-tool-scope"] == "__probe__.authz"
+    assert (outcome.authz_probe["status"], outcome.authz_probe["tool"]) == ("pass", "check_authz")
+
+
+@pytest.mark.django_db
+def test_an_operation_marked_as_the_probe_is_requested_with_its_method():
+    spec = _probed_spec()
+    spec["paths"]["/authz-check"] = {"get": {"operationId": "authzCheck", "x-bailing-authz-probe": True}}
+    with spec_server(serve_spec_and_probe(spec, probe_answer(401))) as server:
+        outcome = provider_refresh(provider=make_provider(server.base_url), actor=ACTOR)
+    [probe] = _probes(server)
+    assert (probe.method, probe.path, probe.body) == ("GET", "/authz-check", b"")
+    assert signing.verify_tool_request(
+        secret=SECRET, headers=probe.headers, method="GET", path_with_query="/authz-check", body=b""
+    )
+    assert {k: outcome.authz_probe[k] for k in ("status", "http", "tool", "reason")} == {
+        "status": "pass",
+        "http": 401,
+        "tool": "authzCheck",
+        "reason": "nobody_refused",
+    }
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "reason", "http"),
+    [
+        (probe_answer(401), "pass", "nobody_refused", 401),
+        (probe_answer(403, b'{"error":"forbidden"}'), "pass", "nobody_refused", 403),
+        (probe_answer(200, b'{"authorized":false,"subject":"x"}'), "pass", "nobody_denied", 200),
+        (probe_answer(200, b'{"allow":true}'), "suspect", "nobody_authorized", 200),
+        (probe_answer(200, b'{"orders":[]}'), "suspect", "nobody_served", 200),
+        (probe_answer(204), "suspect", "nobody_served", 204),
+        (probe_answer(200, b"not json"), "suspect", "nobody_served", 200),
+        (probe_answer(404), "inconclusive", "unexpected_status", 404),
+        (probe_answer(500), "inconclusive", "unexpected_status", 500),
+        (probe_answer(302, headers={"Location": "/elsewhere"}), "inconclusive", "unexpected_status", 302),
+        (lambda seen: None, "inconclusive", "no_answer", None),
+    ],
+    ids=[
+        "401",
+        "403",
+        "2xx-denied-in-body",
+        "2xx-allowed-in-body",
+        "2xx-served",
+        "204",
+        "2xx-not-json",
+        "404",
+        "500",
+        "redirect-not-followed",
+        "hang-up",
+    ],
+)
+@pytest.mark.django_db
+def test_probe_answers_are_classified_and_never_fail_the_refresh(answer, status, reason, http):
+    spec = _probed_spec({"path": AUTHZ_PATH})  # method defaults to POST
+    with spec_server(serve_spec_and_probe(spec, answer)) as server:
+        provider = make_provider(server.base_url)
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+    assert outcome.ok and outcome.tools == 6
+    provider.refresh_from_db()
+    assert (provider.last_refresh_status, provider.spec_json) == ("ok", spec)
+    probe = provider.authz_probe
+    assert (probe["status"], probe["reason"], probe.get("http")) == (status, reason, http)
+    assert (probe["mode"], probe["tool"], probe["requires_subject"]) == ("dedicated", "authz_probe", True)
+    assert [seen.path for seen in _probes(server)] == [AUTHZ_PATH]  # one request, no redirect followed
+    assert _authz_events(provider) == [probe]
+
+
+@pytest.mark.django_db
+def test_a_slow_probe_is_inconclusive_at_the_provider_timeout():
+    release = threading.Event()
+
+    def slow(seen: Seen):
+        release.wait(10)
+        return 403, {}, b""
+
+    with spec_server(serve_spec_and_probe(_probed_spec({"path": AUTHZ_PATH}), slow)) as server:
+        provider = make_provider(server.base_url, timeout_ms=1000)
+        started = time.monotonic()
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+        elapsed = time.monotonic() - started
+        release.set()
+    assert outcome.ok
+    assert (outcome.authz_probe["status"], outcome.authz_probe["reason"]) == ("inconclusive", "timeout")
+    assert "http" not in outcome.authz_probe
+    assert elapsed < 5
+
+
+@pytest.mark.django_db
+def test_the_probe_ignores_proxy_settings(monkeypatch):
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("NO_PROXY", "")
+    with spec_server(serve_spec_and_probe(_probed_spec({"path": AUTHZ_PATH}), probe_answer(403))) as server:
+        outcome = provider_refresh(provider=make_provider(server.base_url), actor=ACTOR)
+    assert outcome.authz_probe["status"] == "pass"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_probe_runs_outside_any_transaction(monkeypatch):
+    from agent_runtime.services import authz_probe
+
+    seen_atomic = []
+    send = authz_probe._send
+
+    def recording_send(*args, **kwargs):
+        seen_atomic.append(connection.in_atomic_block)
+        return send(*args, **kwargs)
+
+    monkeypatch.setattr(authz_probe, "_send", recording_send)
+    with spec_server(serve_spec_and_probe(_probed_spec({"path": AUTHZ_PATH}), probe_answer(403))) as server:
+        outcome = provider_refresh(provider=make_provider(server.base_url), actor=ACTOR)
+    assert outcome.authz_probe["status"] == "pass"
+    assert seen_atomic == [False]
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        {"path": "https://elsewhere.example/authz"},
+        {"path": "//elsewhere.example/authz"},
+        {"path": "/a/../authz"},
+        {"path": "/authz probe"},
+        {"path": "/" + "a" * 512},
+        {"method": "PUT", "path": AUTHZ_PATH},
+        {"method": 1, "path": AUTHZ_PATH},
+        {"method": "POST"},
+        "/.well-known/bailing/authz-probe",
+        True,
+    ],
+    ids=[
+        "absolute",
+        "scheme-relative",
+        "dot-segment",
+        "space",
+        "too-long",
+        "put",
+        "method-type",
+        "no-path",
+        "string",
+        "true-at-root",
+    ],
+)
+@pytest.mark.django_db
+def test_an_unusable_declaration_is_skipped_without_a_request(declaration):
+    spec = _probed_spec(declaration)
+    with spec_server(serve_spec_and_probe(spec, probe_answer(200, b'{"authorized":true}'))) as server:
+        outcome = provider_refresh(provider=make_provider(server.base_url), actor=ACTOR)
+    assert outcome.ok
+    assert {k: outcome.authz_probe[k] for k in ("status", "reason")} == {
+        "status": "skipped",
+        "reason": "declaration_invalid",
+    }
+    assert _probes(server) == []
+
+
+@pytest.mark.django_db
+def test_a_marked_operation_with_path_variables_is_an_unusable_declaration():
+    spec = _probed_spec()
+    spec["paths"]["/authz/{who}"] = {"post": {"operationId": "authz", "x-bailing-authz-probe": True}}
+    with spec_server(serve_spec_and_probe(spec, probe_answer(403))) as server:
+        outcome = provider_refresh(provider=make_provider(server.base_url), actor=ACTOR)
+    assert outcome.authz_probe["reason"] == "declaration_invalid"
+    assert _probes(server) == []
+
+
+@pytest.mark.django_db
+def test_a_spec_without_a_declaration_is_skipped_and_audited():
+    with spec_server(serve_spec_and_probe(_probed_spec(), probe_answer(200))) as server:
+        provider = make_provider(server.base_url)
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+    assert outcome.ok
+    assert set(outcome.authz_probe) == {"status", "reason", "at"}
+    assert (outcome.authz_probe["status"], outcome.authz_probe["reason"]) == ("skipped", "not_declared")
+    assert _probes(server) == []
+    assert _authz_events(provider) == [outcome.authz_probe]
+
+
+@pytest.mark.django_db
+def test_a_public_spec_without_a_secret_cannot_sign_the_probe():
+    spec = _probed_spec({"path": AUTHZ_PATH})
+    with spec_server(serve_public(_spec_bytes(spec))) as server:
+        provider = make_provider(server.base_url, spec_access_policy="public_allowed", secret=None)
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+    assert outcome.ok
+    assert outcome.authz_probe["status"] == "skipped"
+    assert (outcome.authz_probe["reason"], outcome.authz_probe["tool"]) == ("secret_missing", "authz_probe")
+    assert len(server.seen) == 1  # the spec only
+
+
+@pytest.mark.django_db
+def test_an_inline_spec_is_never_probed():
+    provider = ToolProvider.objects.create(
+        name="inline-shop",
+        base_url="https://shop.example.com",
+        spec_source="inline",
+        spec_inline=build_spec(),
+    )
+    outcome = provider_refresh(provider=provider, actor=ACTOR)
+    assert outcome.ok
+    provider.refresh_from_db()
+    assert (provider.authz_probe["status"], provider.authz_probe["reason"]) == ("skipped", "inline_spec")
+
+
+@pytest.mark.django_db
+def test_a_failed_refresh_runs_no_probe_and_keeps_the_last_outcome(shop):
+    provider = make_provider(shop.base_url)
+    assert provider_refresh(provider=provider, actor=ACTOR).ok
+    provider.refresh_from_db()
+    before = provider.authz_probe
+    provider_set_secret(provider=provider, secret="not-the-shop-secret", actor=ACTOR)
+
+    outcome = provider_refresh(provider=provider, actor=ACTOR)
+
+    assert outcome.error == "spec_http_status"
+    assert outcome.authz_probe == {}
+    provider.refresh_from_db()
+    assert provider.authz_probe == before
+    assert len(_authz_events(provider)) == 1
 
 
 # --- Command ------------------------------------------------------------------------------------------
@@ -710,7 +1027,10 @@ def test_the_demo_seed_refreshes_the_demo_shop_and_reports_its_tools(tmp_path, m
         monkeypatch.setattr(bailing_demo, "DEMO_CONFIG", _demo_config(tmp_path, business.base_url))
         out = io.StringIO()
         call_command("bailing_demo", stdout=out)
-    assert "  Demo Shop tools: 6 compiled (0 warnings), spec access probe: protected." in out.getvalue()
+    assert (
+        "  Demo Shop tools: 6 compiled (0 warnings), spec access probe: protected, authorization probe: pass."
+        in out.getvalue()
+    )
     assert secret not in out.getvalue()
     provider = ToolProvider.objects.get(name="demo-shop")
     assert set(_tools(provider)) == DEMO_TOOLS

@@ -26,7 +26,7 @@ from agent_runtime.tools import (
     projection_digest,
     public_projection,
 )
-from tests.support.tool_specs import MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
+from tests.support.tool_specs import MIXED_SPEC_CAVEATS, MIXED_SPEC_TOOLS, MIXED_SPEC_WARNINGS, mixed_spec
 
 SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 
@@ -99,11 +99,40 @@ def test_every_emitted_warning_code_is_documented():
 
 
 # --- clean 3.1 spec ----------------------------------------------------------------------------------
-def test_clean_spec_compiles_declared_operations_without_warnings():
+def undescribed(result: CompileResult) -> list[tuple[str | None, str]]:
+    """``(tool, spec location)`` of every ``param_missing_description`` caveat, in order."""
+    return [(w.tool, w.path) for w in result.warnings if w.code == "param_missing_description"]
+
+
+def test_clean_spec_compiles_declared_operations_with_only_description_caveats():
     result = compiled("clean_31.json")
 
     assert not result.fatal
-    assert result.warnings == []
+    # The fixture leaves some inputs undescribed: one caveat each, and nothing is refused for it.
+    assert {(w.code, w.severity) for w in result.warnings} == {("param_missing_description", "warning")}
+    refund_body = "#/paths/~1refunds/post/requestBody/content/application~1json; charset=utf-8/schema"
+    assert undescribed(result) == [
+        ("order_get", "#/paths/~1orders~1{order_id}/get/parameters/1"),
+        ("order_get", "#/paths/~1orders~1{order_id}/get/parameters/2"),
+        ("refund_create", "#/paths/~1refunds/post/parameters/0"),
+        *(
+            ("refund_create", f"{refund_body}/properties/{name}")
+            for name in ("amount", "channel", "tags", "note", "customer")
+        ),
+        ("staff_delete", "#/paths/~1staff~1{staff_id}/delete/parameters/0"),
+        (
+            "order_search",
+            "#/paths/~1orders~1search/post/requestBody/content/application~1json/schema/properties/query",
+        ),
+        (
+            "order_search",
+            "#/paths/~1orders~1search/post/requestBody/content/application~1json/schema/properties/limit",
+        ),
+        (
+            "ticket_create",
+            "#/paths/~1tickets/post/requestBody/content/application~1json/schema/properties/title",
+        ),
+    ]
     # No ACC (health_get), enabled: false (report_list) and TRACE (report_trace) are never tools.
     assert [tool.name for tool in result.tools] == [
         "order_get",
@@ -219,7 +248,17 @@ def test_get_with_explicit_readonly_false_defaults_to_medium():
 def test_openapi_30_nullable_and_path_level_parameters():
     result = compile_spec_text((SPECS / "nullable_30.yaml").read_text(encoding="utf-8"), provider="shop")
 
-    assert result.warnings == []
+    assert {w.code for w in result.warnings} == {"param_missing_description"}
+    update_body = "#/paths/~1shops~1{shop_id}~1items/patch/requestBody/content/application~1json/schema"
+    # A path-level parameter without a description is reported for every operation that uses it.
+    assert undescribed(result) == [
+        ("shop_item_list", "#/paths/~1shops~1{shop_id}~1items/parameters/2"),
+        ("shop_item_update", "#/paths/~1shops~1{shop_id}~1items/parameters/2"),
+        *(
+            ("shop_item_update", f"{update_body}/properties/{name}")
+            for name in ("item_id", "price", "discount", "comment")
+        ),
+    ]
     listing = tool_named(result, "shop_item_list")
     assert listing.param_locations == {"shop_id": "path", "locale": "query", "currency": "query"}
     properties = listing.input_schema["properties"]
@@ -322,7 +361,13 @@ def test_shared_ref_used_twice_is_not_a_cycle():
         )
     )
     spec["components"] = {
-        "schemas": {"Address": {"type": "object", "properties": {"city": {"type": "string"}}}}
+        "schemas": {
+            "Address": {
+                "type": "object",
+                "description": "A postal address.",
+                "properties": {"city": {"type": "string"}},
+            }
+        }
     }
 
     result = compile_spec(spec, provider="p")
@@ -357,10 +402,11 @@ def test_malformed_acc_disables_only_the_bad_tools():
     assert codes_for(result, "bad_not_object") == ["acc_invalid"]
     assert codes_for(result, "bad_enabled_type") == ["acc_invalid"]
     assert codes_for(result, "bad_version") == ["acc_unsupported_version"]
-    assert codes_for(result, "good_read") == [] and codes_for(result, "good_write") == []
+    assert codes_for(result, "good_read") == []
+    assert codes_for(result, "good_write") == ["param_missing_description"]  # a caveat, still compiled
     # Unknown fields on the declaration and its open sections are ignored (ACC requires it).
     assert tool_named(result, "good_read").risk == "low"
-    assert all(warning.severity == "error" for warning in result.warnings)
+    assert all(warning.severity == "error" for warning in result.warnings if warning.tool != "good_write")
 
 
 @pytest.mark.parametrize(
@@ -377,10 +423,14 @@ def test_mixed_spec_compiles_with_warnings_in_both_openapi_versions(version, sta
     assert not result.fatal
     assert sorted(tool.name for tool in result.tools) == MIXED_SPEC_TOOLS
     by_tool: dict[str, list[str]] = {}
+    caveats: dict[str, list[str]] = {}
     for warning in result.warnings:
-        by_tool.setdefault(warning.tool, []).append(warning.code)
+        (caveats if warning.severity == "warning" else by_tool).setdefault(warning.tool, []).append(
+            warning.code
+        )
     assert by_tool == MIXED_SPEC_WARNINGS
-    assert all(warning.severity == "error" for warning in result.warnings)
+    assert caveats == MIXED_SPEC_CAVEATS
+    assert all(warning.severity == "error" for warning in result.warnings if warning.tool in by_tool)
     update = tool_named(result, "order_update")
     assert update.input_schema["properties"]["status"]["description"] == status_description
     address = update.input_schema["properties"]["shipping"]["properties"]["address"]
@@ -572,7 +622,10 @@ def test_only_a_summary_means_no_separate_guidance():
 
 def test_missing_summary_and_description_fall_back_to_scope():
     spec = one_operation_spec(
-        {"summary": None, **body({"type": "object", "properties": {"x": {"type": "string"}}})}
+        {
+            "summary": None,
+            **body({"type": "object", "properties": {"x": {"type": "string", "description": "An x."}}}),
+        }
     )
     del spec["paths"]["/things"]["post"]["summary"]
 
@@ -728,7 +781,7 @@ def test_optional_cookie_parameter_is_dropped_with_a_warning():
         {
             "parameters": [
                 {"name": "sid", "in": "cookie", "schema": {"type": "string"}},
-                {"name": "q", "in": "query", "schema": {"type": "string"}},
+                {"name": "q", "in": "query", "description": "Search text.", "schema": {"type": "string"}},
             ]
         },
         method="get",
@@ -738,6 +791,111 @@ def test_optional_cookie_parameter_is_dropped_with_a_warning():
 
     assert result.tools[0].param_locations == {"q": "query"}
     assert [(w.code, w.severity) for w in result.warnings] == [("parameter_ignored", "warning")]
+
+
+# --- input descriptions ----------------------------------------------------------------------------
+def test_every_undescribed_input_property_is_one_warning_and_the_tool_still_compiles():
+    spec = one_operation_spec(
+        {
+            "parameters": [
+                {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "q", "in": "query", "schema": {"type": "string"}},
+                {"name": "X-Trace", "in": "header", "schema": {"type": "string"}},
+            ],
+            **body({"type": "object", "properties": {"a": {"type": "string"}, "b": True}}),
+        },
+        path="/things/{id}",
+    )
+
+    result = compile_spec(spec, provider="p")
+
+    assert [tool.name for tool in result.tools] == ["thing_op"]
+    schema_at = "#/paths/~1things~1{id}/post/requestBody/content/application~1json/schema/properties"
+    assert [w.as_dict() for w in result.warnings] == [
+        {
+            "code": "param_missing_description",
+            "severity": "warning",
+            "tool": "thing_op",
+            "path": path,
+            "detail": detail,
+        }
+        for path, detail in [
+            ("#/paths/~1things~1{id}/post/parameters/0", "path parameter without a description"),
+            ("#/paths/~1things~1{id}/post/parameters/1", "query parameter without a description"),
+            ("#/paths/~1things~1{id}/post/parameters/2", "header parameter without a description"),
+            (f"{schema_at}/a", "body property without a description"),
+            (f"{schema_at}/b", "body property without a description"),
+        ]
+    ]
+
+
+def test_a_description_on_the_parameter_its_schema_or_a_referenced_schema_counts():
+    spec = one_operation_spec(
+        {
+            "parameters": [
+                {
+                    "name": "p1",
+                    "in": "query",
+                    "description": "On the parameter.",
+                    "schema": {"type": "string"},
+                },
+                {"name": "p2", "in": "query", "schema": {"type": "string", "description": "In the schema."}},
+                {"$ref": "#/components/parameters/Shared"},
+                {"name": "Accept", "in": "header", "schema": {"type": "string"}},  # ignored, never an input
+            ],
+            **body(
+                {
+                    "type": "object",
+                    "properties": {
+                        "b1": {"type": "integer", "description": "Inline."},
+                        "b2": {"$ref": "#/components/schemas/Described"},
+                    },
+                }
+            ),
+        }
+    )
+    spec["components"] = {
+        "parameters": {
+            "Shared": {"name": "p3", "in": "query", "schema": {"$ref": "#/components/schemas/Described"}}
+        },
+        "schemas": {"Described": {"type": "string", "description": "Behind a $ref."}},
+    }
+
+    result = compile_spec(spec, provider="p")
+
+    assert result.tools[0].param_locations == {
+        "p1": "query",
+        "p2": "query",
+        "p3": "query",
+        "b1": "body",
+        "b2": "body",
+    }
+    assert result.warnings == []
+
+
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "spaces"])
+def test_a_blank_description_is_no_description(blank):
+    spec = one_operation_spec(
+        {
+            "parameters": [{"name": "q", "in": "query", "description": blank, "schema": {"type": "string"}}],
+            **body({"type": "object", "properties": {"x": {"type": "string", "description": blank}}}),
+        }
+    )
+
+    result = compile_spec(spec, provider="p")
+
+    assert result.warning_codes("thing_op") == ["param_missing_description"] * 2
+
+
+def test_a_refused_operation_gets_no_description_caveats():
+    spec = one_operation_spec(
+        {
+            "parameters": [{"name": "x", "in": "query", "schema": {"type": "string"}}],
+            **body({"type": "object", "properties": {"x": {"type": "string"}}}),
+        }
+    )
+
+    assert compile_spec(spec, provider="p").warning_codes() == ["parameter_conflict"]
 
 
 def test_deprecated_operations_are_not_exposed():
@@ -1078,9 +1236,10 @@ def test_type_errors_are_raised_even_when_risk_is_high(refund):
 
 
 def when_tool(rule: dict[str, Any], properties: dict[str, Any]) -> CompiledTool:
+    described = {name: {**schema, "description": f"The {name}."} for name, schema in properties.items()}
     spec = one_operation_spec(
         {
-            **body({"type": "object", "properties": properties}),
+            **body({"type": "object", "properties": described}),
             "x-agent-capability": {"version": 1, "enabled": True, "scope": "s", "approval": {"when": [rule]}},
         }
     )

@@ -604,6 +604,31 @@ def test_consent_deny_redirects_with_access_denied(approver, start_hub_login):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("username", ["jos\u00e9", "渠道用户"])
+def test_consent_refuses_a_user_name_that_cannot_be_the_on_behalf_of_subject(
+    start_hub_login, console_roles, username
+):
+    approver = UserFactory(username=username, roles=["administrator"])
+    login = start_hub_login()
+
+    response = signed_in(approver).post(
+        reverse("console:consent"),
+        {"authorization_id": str(login.authorization.id), "decision": "approve", "routes": ["orders"]},
+    )
+
+    assert response.status_code == 400
+    assert (response.context["code"], response.context["field"]) == ("invalid_request", "on_behalf_of")
+    assert "X-Bailing-On-Behalf-Of" in response.content.decode()
+    authorization = AgentAuthorization.objects.get(pk=login.authorization.pk)
+    assert (authorization.status, authorization.on_behalf_of, authorization.code_hash) == (
+        "pending",
+        "",
+        None,
+    )
+    assert not AgentSession.objects.exists()
+
+
+@pytest.mark.django_db
 def test_consent_approve_needs_a_workspace(administrator, start_hub_login):
     login = start_hub_login()
     response = signed_in(administrator).post(

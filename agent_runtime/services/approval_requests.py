@@ -34,6 +34,7 @@ from bailing.api.jsjson import js_stringify
 from bailing.api.limits import compact_json_utf8_bytes
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
+from bailing.outbound import outbound_client
 from bailing.signing import sign_callback
 
 logger = logging.getLogger("bailing.approvals")
@@ -290,9 +291,7 @@ def approval_notification_deliver(notification_id: int) -> ApprovalNotification:
             time.sleep(delay)
         headers = {"Content-Type": "application/json", **sign_callback(secret=token, body=raw)}
         try:
-            with httpx.Client(
-                follow_redirects=False, trust_env=False, timeout=NOTIFY_TIMEOUT_SECONDS
-            ) as client:
+            with outbound_client(timeout=NOTIFY_TIMEOUT_SECONDS) as client:
                 response = client.post(notification.url, content=raw, headers=headers)
             status, error = response.status_code, ""
         except httpx.TimeoutException:

@@ -56,6 +56,7 @@ from agent_runtime.config import origin_path_problem
 from agent_runtime.models import ToolProvider
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
+from bailing.outbound import outbound_client
 from bailing.signing import CLIENT_HEADER, TOOL_SCOPE_HEADER, sign_tool_request
 
 __all__ = [
@@ -207,10 +208,8 @@ def _send(provider: ToolProvider, target: ProbeTarget, secret: str) -> tuple[int
     timeout = provider.timeout_ms / 1000
     deadline = time.monotonic() + timeout
     with (
-        httpx.Client(
+        outbound_client(
             timeout=timeout,
-            follow_redirects=False,
-            trust_env=False,
             headers={"User-Agent": _USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"},
         ) as client,
         client.stream(target.method, url, headers=headers, content=body) as response,

@@ -33,6 +33,7 @@ import httpx
 
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.jsjson import js_number, js_stringify
+from bailing.outbound import outbound_client
 from bailing.signing import (
     CLIENT_HEADER,
     IDEMPOTENCY_KEY_HEADER,
@@ -218,10 +219,7 @@ def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutco
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    limits = httpx.Limits(max_keepalive_connections=0)
-    with httpx.Client(
-        follow_redirects=False, trust_env=False, limits=limits, timeout=httpx.Timeout(remaining())
-    ) as client:
+    with outbound_client(timeout=httpx.Timeout(remaining()), keep_alive=False) as client:
         http_request = client.build_request(
             request.method, request.url, headers=request.headers, content=request.body or None
         )

@@ -76,6 +76,7 @@ from bailing.api.hashing import constant_time_equals
 from bailing.api.text import has_control_chars, has_lone_surrogate
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
+from bailing.outbound import outbound_client
 from bailing.signing import sign_spec_fetch
 
 __all__ = [
@@ -268,10 +269,8 @@ def _get(
 
 
 def _http_client(provider: ToolProvider) -> httpx.Client:
-    return httpx.Client(
+    return outbound_client(
         timeout=provider.timeout_ms / 1000,
-        follow_redirects=False,
-        trust_env=False,
         headers={
             "User-Agent": _USER_AGENT,
             "Accept": "application/json, application/yaml;q=0.9, */*;q=0.5",

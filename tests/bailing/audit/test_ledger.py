@@ -15,7 +15,13 @@ from django.db import DatabaseError, connection, transaction
 
 from bailing.api.hashing import canonical_sha256, sha256_hex
 from bailing.audit.actor import Actor
-from bailing.audit.ledger import GENESIS_HASH, audit_chain_verify, audit_record
+from bailing.audit.ledger import (
+    GENESIS_HASH,
+    AuditEntry,
+    audit_chain_verify,
+    audit_record,
+    audit_record_many,
+)
 from bailing.audit.models import AuditEvent
 from tests.support.audit import audit_tampering
 
@@ -123,6 +129,32 @@ def test_data_is_hashed_as_the_database_stores_it(data):
     record(data=data)
     record()
     assert audit_chain_verify().ok
+
+
+def test_a_batch_appends_in_order_each_event_chained_onto_the_one_before():
+    first = record(0)
+    entries = [
+        AuditEntry(actor=Actor.system("pytest"), action="tests.audit.batch", data={"n": n, "x": 1e20})
+        for n in range(3)
+    ]
+    with transaction.atomic():
+        events = audit_record_many(entries)
+    stored = list(AuditEvent.objects.filter(action="tests.audit.batch").order_by("id"))
+    assert [e.pk for e in stored] == [e.pk for e in events]
+    assert [e.data["n"] for e in stored] == [0, 1, 2]
+    assert stored[0].data["x"] == 100000000000000000000  # hashed as jsonb stores it
+    assert [e.prev_hash for e in stored] == [first.chain_hash, stored[0].chain_hash, stored[1].chain_hash]
+    record(4)
+    assert audit_chain_verify().ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_empty_batch_appends_nothing_and_a_batch_outside_a_transaction_is_refused():
+    with transaction.atomic():
+        assert audit_record_many([]) == []
+    with pytest.raises(RuntimeError):
+        audit_record_many([AuditEntry(actor=Actor.system("pytest"), action="tests.audit.batch")])
+    assert not AuditEvent.objects.exists()
 
 
 def test_a_rolled_back_change_leaves_no_event_and_no_gap_in_the_chain():

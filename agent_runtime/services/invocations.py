@@ -49,7 +49,7 @@ from agent_runtime.tools.approval import POLICY_CONFIRM_REQUIRED, ApprovalPolicy
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.hashing import canonical_sha256, sha256_hex
 from bailing.api.timefmt import utc_iso
-from bailing.audit.ledger import audit_record
+from bailing.audit.ledger import AuditEntry, audit_record_many
 
 INVOCATION_SCHEMA = "bailing.agent-tool-invocation.v1"
 EXECUTION_SCHEMA = "bailing.agent-tool-execution.v1"
@@ -263,10 +263,23 @@ class _ToolContext:
     fingerprint: str
 
 
+# What dispatch needs of the stored tool and its provider; never the provider's stored spec.
+_TOOL_CONTEXT_FIELDS = (
+    "compiled",
+    "execution_fingerprint",
+    "provider__name",
+    "provider__base_url",
+    "provider__timeout_ms",
+    "provider__rate_limit_per_min",
+    "provider__secret_encrypted",
+)
+
+
 def _tool_context(access: WorkspaceAccess, tool: CatalogTool) -> _ToolContext | None:
     """The stored tool the catalog was built from (pinned by its material digest) and its provider."""
     row = (
         ProviderTool.objects.select_related("provider")
+        .only(*_TOOL_CONTEXT_FIELDS)
         .filter(pk=tool.tool_id, material_digest=tool.material_digest)
         .first()
     )
@@ -308,9 +321,9 @@ def _open_arguments(invocation: ToolInvocation) -> dict[str, Any] | None:
 
 
 # --- audit ------------------------------------------------------------------------------------------------
-def _audit(invocation: ToolInvocation, identity: AgentIdentity, action: str, **data: Any) -> None:
+def _audit_entry(invocation: ToolInvocation, identity: AgentIdentity, action: str, **data: Any) -> AuditEntry:
     """An invocation milestone: coordinates, tool and argument *key names* — never values or bodies."""
-    audit_record(
+    return AuditEntry(
         actor=identity.actor,
         action=f"agent_runtime.invocation.{action}",
         route_key=invocation.route_key,
@@ -322,6 +335,16 @@ def _audit(invocation: ToolInvocation, identity: AgentIdentity, action: str, **d
             "provider": invocation.provider,
             **data,
         },
+    )
+
+
+def _audit(invocation: ToolInvocation, identity: AgentIdentity, action: str, **data: Any) -> None:
+    audit_record_many([_audit_entry(invocation, identity, action, **data)])
+
+
+def _created_entry(invocation: ToolInvocation, identity: AgentIdentity) -> AuditEntry:
+    return _audit_entry(
+        invocation, identity, "created", argument_keys=invocation.argument_keys, run_id=_run_id(invocation)
     )
 
 
@@ -339,7 +362,7 @@ def _schema_problem(compiled: CompiledTool, arguments: dict[str, Any]) -> str | 
 
 
 def _run_frozen(
-    *, identity: AgentIdentity, route_key: str, run: AgentRun | None, exclude_pk: int | None
+    *, identity: AgentIdentity, route_key: str, run_id: uuid.UUID | None, exclude_pk: int | None
 ) -> bool:
     """An unresolved unknown outcome freezes write calls: of the same run, or (without a run) of the
     session's run-less calls in this workspace (docs/protocol.md "Unknown outcomes")."""
@@ -350,17 +373,19 @@ def _run_frozen(
     ).exclude(
         journal__resolution__in=[ToolCallJournal.Resolution.EXECUTED, ToolCallJournal.Resolution.NOT_EXECUTED]
     )
-    unresolved = unresolved.filter(run=run) if run is not None else unresolved.filter(run__isnull=True)
+    unresolved = (
+        unresolved.filter(run_id=run_id) if run_id is not None else unresolved.filter(run__isnull=True)
+    )
     if exclude_pk is not None:
         unresolved = unresolved.exclude(pk=exclude_pk)
     return unresolved.exists()
 
 
-def _budget_exhausted(*, run: AgentRun | None, limit: int, exclude_pk: int | None) -> bool:
+def _budget_exhausted(*, run_id: uuid.UUID | None, limit: int, exclude_pk: int | None) -> bool:
     """``tools.max_calls`` per run: calls that were sent or wait for approval count."""
-    if run is None:
+    if run_id is None:
         return False
-    used = ToolInvocation.objects.filter(run=run).exclude(
+    used = ToolInvocation.objects.filter(run_id=run_id).exclude(
         status=ToolInvocation.Status.REJECTED_BEFORE_DISPATCH
     )
     if exclude_pk is not None:
@@ -463,9 +488,11 @@ def invocation_resume(*, identity: AgentIdentity, invocation_id: str) -> dict[st
 
 
 def _invocation_for_update(identity: AgentIdentity, invocation_id: str) -> ToolInvocation | None:
+    """The caller's invocation, read under the invocation lock (its journal and approval are read
+    only on the paths that need them)."""
     return (
-        ToolInvocation.objects.select_related("journal", "approval", "run")
-        .filter(session_id=identity.session.pk, invocation_id=invocation_id)
+        ToolInvocation.objects.filter(session_id=identity.session.pk, invocation_id=invocation_id)
+        .order_by()
         .first()
     )
 
@@ -523,7 +550,9 @@ def _create_new(
     hit = _dispatch_limits(ctx)
     if hit is not None:
         return _rate_limited((invocation.invocation_id, invocation.route_key, invocation.tool), hit)
-    if _budget_exhausted(run=run, limit=access.effective["tools"]["max_calls"], exclude_pk=None):
+    if _budget_exhausted(
+        run_id=run.pk if run else None, limit=access.effective["tools"]["max_calls"], exclude_pk=None
+    ):
         text = TEXT_REJECTED["tool_call_budget_exhausted"].format(
             limit=access.effective["tools"]["max_calls"]
         )
@@ -546,7 +575,7 @@ def _rule_rejection(
     if problem is not None:
         return "arguments_invalid", TEXT_REJECTED["arguments_invalid"].format(field=problem)
     if not compiled.readonly and _run_frozen(
-        identity=identity, route_key=ctx.route_key, run=run, exclude_pk=exclude_pk
+        identity=identity, route_key=ctx.route_key, run_id=run.pk if run else None, exclude_pk=exclude_pk
     ):
         return "run_frozen", TEXT_REJECTED["run_frozen"]
     return None
@@ -562,9 +591,11 @@ def _dispatch_limits(ctx: _ToolContext) -> RateLimitHit | None:
 
 
 def _insert(invocation: ToolInvocation) -> None:
-    """Insert a new invocation; the unique (session, invocation id) backs up the advisory lock."""
+    """Insert a new invocation, first thing in the caller's transaction; the unique (session,
+    invocation id) backs up the advisory lock. No savepoint: a violation rolls the whole transaction
+    back, and nothing was done in it before."""
     try:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             invocation.save(force_insert=True)
     except IntegrityError:
         raise errors.InvocationConflict() from None
@@ -579,14 +610,12 @@ def _store_rejected(
     invocation.completed_at = timezone.now()
     with transaction.atomic():
         _insert(invocation)
-        _audit(
-            invocation,
-            identity,
-            "created",
-            argument_keys=invocation.argument_keys,
-            run_id=_run_id(invocation),
+        audit_record_many(
+            [
+                _created_entry(invocation, identity),
+                _audit_entry(invocation, identity, "outcome", state="rejected_before_dispatch", reason=code),
+            ]
         )
-        _audit(invocation, identity, "outcome", state="rejected_before_dispatch", reason=code)
     return invocation.result
 
 
@@ -605,13 +634,7 @@ def _store_awaiting(
     invocation.status = ToolInvocation.Status.AWAITING_APPROVAL
     with transaction.atomic():
         _insert(invocation)
-        _audit(
-            invocation,
-            identity,
-            "created",
-            argument_keys=invocation.argument_keys,
-            run_id=_run_id(invocation),
-        )
+        audit_record_many([_created_entry(invocation, identity)])
         approval = approval_request_create(
             invocation=invocation, access=access, compiled=ctx.compiled, arguments=arguments, outcome=outcome
         )
@@ -623,7 +646,9 @@ def _store_awaiting(
 
 
 def _awaiting_result(invocation: ToolInvocation, approval: ToolApproval) -> dict[str, Any]:
-    summary = approval.summary or f"{invocation.tool} ({approval.reason})"
+    summary = (approval.summary or f"{invocation.tool} ({approval.reason})").rstrip()
+    if not summary.endswith((".", "?", "!")):
+        summary += "."  # a summary rendered from the tool's template may end mid-sentence
     text = TEXT_AWAITING.format(
         approval_id=approval.pk, summary=summary, invocation_id=invocation.invocation_id
     )
@@ -730,7 +755,7 @@ def _dispatch_approved(
         # The approval is not consumed: the same invocation may be resumed after the window.
         return _rate_limited((invocation.invocation_id, invocation.route_key, invocation.tool), hit)
     if _budget_exhausted(
-        run=invocation.run, limit=access.effective["tools"]["max_calls"], exclude_pk=invocation.pk
+        run_id=invocation.run_id, limit=access.effective["tools"]["max_calls"], exclude_pk=invocation.pk
     ):
         text = TEXT_REJECTED["tool_call_budget_exhausted"].format(
             limit=access.effective["tools"]["max_calls"]
@@ -743,7 +768,7 @@ def _dispatch_approved(
             text,
         )
     if not ctx.compiled.readonly and _run_frozen(
-        identity=identity, route_key=invocation.route_key, run=invocation.run, exclude_pk=invocation.pk
+        identity=identity, route_key=invocation.route_key, run_id=invocation.run_id, exclude_pk=invocation.pk
     ):
         return _finish_without_dispatch(
             identity,
@@ -819,15 +844,10 @@ def _dispatch(
     invocation.dispatched_at = now
     try:
         with transaction.atomic():
+            events = []
             if new:
                 _insert(invocation)
-                _audit(
-                    invocation,
-                    identity,
-                    "created",
-                    argument_keys=invocation.argument_keys,
-                    run_id=_run_id(invocation),
-                )
+                events.append(_created_entry(invocation, identity))
             else:
                 if approval is not None:
                     consumed = ToolApproval.objects.filter(
@@ -839,13 +859,16 @@ def _dispatch(
             journal = ToolCallJournal.objects.create(
                 invocation=invocation, idempotency_key=key, started_at=now
             )
-            _audit(
-                invocation,
-                identity,
-                "dispatched",
-                idempotency_key=None if compiled.readonly else key,
-                approval_id=approval.pk if approval is not None else None,
+            events.append(
+                _audit_entry(
+                    invocation,
+                    identity,
+                    "dispatched",
+                    idempotency_key=None if compiled.readonly else key,
+                    approval_id=approval.pk if approval is not None else None,
+                )
             )
+            audit_record_many(events)
     except _ApprovalAlreadyConsumed:
         invocation.refresh_from_db()
         return _finish_without_dispatch(
@@ -859,6 +882,18 @@ def _dispatch(
     timeout_ms = compiled.timeout_ms or ctx.provider_timeout_ms
     outcome = http_dispatch.dispatch_send(request, timeout_ms=timeout_ms)
     return _record_outcome(identity, invocation, journal, outcome)
+
+
+JOURNAL_OUTCOME_FIELDS = (
+    "state",
+    "http_status",
+    "ok",
+    "text",
+    "error",
+    "duration_ms",
+    "response_at",
+    "completed_at",
+)
 
 
 def _record_outcome(
@@ -900,7 +935,7 @@ def _record_outcome(
     journal.response_at = now if outcome.kind == http_dispatch.OUTCOME_ANSWERED else None
     journal.completed_at = now
     with transaction.atomic():
-        journal.save()
+        journal.save(update_fields=JOURNAL_OUTCOME_FIELDS)
         invocation.save(
             update_fields=["status", "result", "business_status", "reason_code", "completed_at", "updated_at"]
         )

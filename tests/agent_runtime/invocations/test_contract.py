@@ -381,6 +381,7 @@ def test_a_refund_above_the_rule_waits_and_below_it_runs(api_client, alice):
     assert approval.intent["confirm_when"]["param"] == "amount"
     assert approval.summary == "Refund 600 on order SO-1002? Reason: broken"
     assert str(approval.pk) in waiting["text"] and body["invocation_id"] in waiting["text"]
+    assert "Reason: broken. Nothing was sent." in waiting["text"]  # the summary ends as a sentence
     # A replay while pending reuses the approval.
     again = post(api_client, alice, INVOKE_URL, body).json()
     assert again["approval_id"] == approval.pk

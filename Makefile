@@ -33,6 +33,13 @@ test: install browser
 browser:
 	@./scripts/ensure-chromium
 
+## Benchmarks (figures, not tests): agent endpoints against a bare endpoint, then governed tool calls
+## against the same signed call sent directly. Both start their own gunicorn (and Demo Shop).
+bench: install
+	$(BIN)/python manage.py migrate --noinput -v 0
+	$(BIN)/python manage.py bailing_bench
+	$(BIN)/python manage.py bailing_bench --suite invocations
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

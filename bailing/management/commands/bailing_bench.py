@@ -8,6 +8,9 @@ each endpoint with ``wrk`` (POST bodies through a small Lua script) or a built-i
 generator when wrk is not installed, prints req/s, latency and the SQL query count of one request,
 then removes what it created. Figures are only comparable within one run: the machine is shared, so
 the ratio to the bare endpoint is the figure to quote.
+
+``--suite invocations`` runs ``bailing_bench_calls`` instead: the governance overhead of a tool call
+through the hub over the same signed business request sent directly.
 """
 
 from __future__ import annotations
@@ -17,9 +20,7 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connection
 from django.test import Client as DjangoClient
@@ -40,6 +42,7 @@ from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
 from bailing.audit.actor import Actor
+from bailing.benchmarks import gunicorn_running
 from knowledge.config import validate_knowledge_base_config
 from knowledge.models import KnowledgeBase
 from knowledge.services.agent_knowledge import agent_knowledge_search
@@ -108,26 +111,6 @@ def _bench_spec() -> dict:
             ]
         paths[f"/{domain}/{action}"] = {"post" if write else "get": operation}
     return {"openapi": "3.1.0", "info": {"title": "Benchmark tools", "version": "1"}, "paths": paths}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_ready(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("gunicorn did not become ready")
 
 
 def _python_load(
@@ -254,6 +237,13 @@ class Command(BaseCommand):
         parser.add_argument("--seconds", type=float, default=10.0)
         parser.add_argument("--connections", type=int, default=16)
         parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default: config)")
+        parser.add_argument(
+            "--suite",
+            choices=("endpoints", "invocations"),
+            default="endpoints",
+            help="endpoints: req/s of agent endpoints against a bare DRF endpoint; invocations: the "
+            "governed call path against the same signed call sent directly (bailing_bench_calls)",
+        )
 
     def _knowledge_base(self) -> None:
         actor = Actor.system("bailing_bench")
@@ -355,6 +345,15 @@ class Command(BaseCommand):
         return len(ctx.captured_queries)
 
     def handle(self, *args, **options):
+        if options["suite"] == "invocations":
+            call_command(
+                "bailing_bench_calls",
+                seconds=options["seconds"],
+                connections=min(options["connections"], 8),
+                workers=options["workers"],
+                stdout=self.stdout,
+            )
+            return
         access, route, session = self._fixtures()
         catalog = route_catalog(route=route, identity=AgentIdentity(session=session, client=session.client))
         auth = {"Authorization": f"Bearer {access}"}
@@ -412,35 +411,25 @@ class Command(BaseCommand):
             ("POST turns (new turn, inline knowledge)", "POST", turns_path, json_auth, turn_new),
             ("POST turns (idempotent replay)", "POST", turns_path, json_auth, turn_replay),
         ]
-        port = _free_port()
-        env = {**os.environ, "BAILING_BIND": f"127.0.0.1:{port}", "BAILING_BENCH_ENDPOINTS": "true"}
-        if options["workers"]:
-            env["GUNICORN_WORKERS"] = str(options["workers"])
-        gunicorn = Path(sys.executable).with_name("gunicorn")
-        server = subprocess.Popen(
-            [str(gunicorn), "-c", str(settings.BASE_DIR / "bailing" / "gunicorn.conf.py"), "bailing.wsgi"],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         load = _wrk_load if shutil.which("wrk") else _python_load
         results = []
         try:
-            _wait_ready(port)
-            for index, (name, method, path, headers, body) in enumerate(targets, 1):
-                self.stdout.write(
-                    f"[{index}/{len(targets)}] {name}: warming up, then {options['seconds']:.0f} s ..."
-                )
-                self.stdout.flush()
-                load(port, path, headers, 2, options["connections"], method, body)
-                result = load(port, path, headers, options["seconds"], options["connections"], method, body)
-                bare = path == "/agent-api/v1/_bench/bare"
-                queries = 0 if bare else self._queries(path, headers, method, body)
-                results.append((name, result, queries))
+            with gunicorn_running(
+                workers=options["workers"], extra_env={"BAILING_BENCH_ENDPOINTS": "true"}
+            ) as port:
+                for index, (name, method, path, headers, body) in enumerate(targets, 1):
+                    self.stdout.write(
+                        f"[{index}/{len(targets)}] {name}: warming up, then {options['seconds']:.0f} s ..."
+                    )
+                    self.stdout.flush()
+                    load(port, path, headers, 2, options["connections"], method, body)
+                    result = load(
+                        port, path, headers, options["seconds"], options["connections"], method, body
+                    )
+                    bare = path == "/agent-api/v1/_bench/bare"
+                    queries = 0 if bare else self._queries(path, headers, method, body)
+                    results.append((name, result, queries))
         finally:
-            server.terminate()
-            server.wait(timeout=30)
             self._cleanup()
         base = results[0][1]["rps"]
         self.stdout.write("")

@@ -1,0 +1,365 @@
+"""Benchmark of the governed call path: what a tool call through the hub costs over the same signed
+business request sent directly.
+
+Starts a Demo Shop process (``python -m demo_business``) and the hub under the real gunicorn config,
+creates a throwaway tool provider (signed spec refresh from the shop), workspace, agent client and
+session, then measures, one request at a time (latency) and with ``--connections`` in parallel
+(throughput):
+
+* **direct read / direct write** — the exact request the hub would send (built by the hub's own
+  dispatcher: signature, job id, idempotency key) sent straight to the shop on a fresh connection,
+  as the hub sends it: the baseline;
+* **hub read** — ``POST /agent-api/v1/tool-invocations`` for ``list_orders`` with a new
+  ``invocation_id`` each time (authentication, route gate, catalog, schema, rules, rate limits,
+  invocation row, audit events, the business call, the outcome);
+* **hub write** — the same for a 0.01 refund (the execution journal commits before the business call);
+* **hub replay** — the same ``invocation_id`` again: the stored result, no business call.
+
+The overhead is hub minus direct at the same percentile. Afterwards the shop's own records are
+counted: every refund the hub was asked for once is there exactly once. Figures are only comparable
+within one run on one machine.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.test import Client as DjangoClient
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from agent_runtime.config import validate_route_config
+from agent_runtime.identity import AgentIdentity
+from agent_runtime.models import AgentSession, Client, ProviderTool, Route, ToolProvider
+from agent_runtime.selectors.catalog import route_catalog
+from agent_runtime.services.config_apply import route_upsert
+from agent_runtime.services.http_dispatch import dispatch_request_build, dispatch_send
+from agent_runtime.services.invocations import idempotency_key
+from agent_runtime.services.providers import provider_refresh, provider_set_secret
+from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
+from agent_runtime.tools.compiler import CompiledTool
+from bailing import signing
+from bailing.audit.actor import Actor
+from bailing.benchmarks import gunicorn_running, percentile
+
+ROUTE = "bench-calls"
+CLIENT = "bench-caller"
+PROVIDER = "bench-shop"
+SUBJECT = "alice"  # a customer of the Demo Shop
+INVOKE_PATH = "/agent-api/v1/tool-invocations"
+READ = ("list_orders", {"status": "shipped"})
+WRITE_TOOL = "request_refund"
+# SO-1002 (899.00, shipped) takes 89,900 refunds of 0.01 before it is fully refunded.
+WRITE_ARGUMENTS = {"order_id": "SO-1002", "amount": 0.01, "reason": "benchmark"}
+LISTENING_PREFIX = "demo business system listening on "
+
+
+class Command(BaseCommand):
+    help = "Benchmark governed tool calls through the hub against the same signed call sent directly."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--calls", type=int, default=300, help="sequential calls per scenario")
+        parser.add_argument("--connections", type=int, default=8, help="parallel callers for throughput")
+        parser.add_argument("--seconds", type=float, default=10.0, help="duration of each throughput run")
+        parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default: config)")
+
+    # --- set-up --------------------------------------------------------------------------------------
+    def _start_shop(self) -> tuple[subprocess.Popen[str], str, str]:
+        secret = "bench-" + secrets.token_hex(24)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "demo_business", "--host", "127.0.0.1", "--port", "0"],
+            cwd=settings.BASE_DIR,
+            env={**os.environ, "DEMO_TOOL_SECRET": secret, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        line = process.stdout.readline() if process.stdout else ""
+        if not line.startswith(LISTENING_PREFIX):
+            process.kill()
+            raise CommandError(f"the Demo Shop did not start: {line!r}")
+        # Keep draining its stdout so the child never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
+        return process, line[len(LISTENING_PREFIX) :].strip(), secret
+
+    def _fixtures(self, base_url: str, secret: str) -> tuple[AgentSession, str]:
+        actor = Actor.system("bailing_bench_calls")
+        provider, _ = ToolProvider.objects.update_or_create(
+            name=PROVIDER,
+            defaults={
+                "base_url": base_url,
+                "spec_source": ToolProvider.SpecSource.URL,
+                "rate_limit_per_min": 0,
+                "timeout_ms": 10000,
+            },
+        )
+        provider_set_secret(provider=provider, secret=secret, actor=actor)
+        outcome = provider_refresh(provider=provider, actor=actor)
+        if outcome.status != "ok":
+            raise CommandError(f"the benchmark provider did not refresh: {outcome.status}")
+        data = validate_route_config(
+            {
+                "route_key": ROUTE,
+                "name": "Benchmark calls",
+                "permission": "readwrite",
+                "tools": {
+                    "sources": [{"provider": PROVIDER, "allow": ["*"]}],
+                    "agent_direct": {"enabled": True, "write_tools": [WRITE_TOOL]},
+                },
+                "agent_client": {"enabled": True},
+            },
+            path="bench",
+        )
+        route_upsert(data=data, actor=actor)
+        client, _ = Client.objects.update_or_create(
+            app_id=CLIENT,
+            defaults={
+                "name": "Benchmark caller",
+                "hub_consent": True,
+                "allowed_routes": [ROUTE],
+                "rate_limit_per_min": 0,
+            },
+        )
+        access = new_secret(ACCESS_TOKEN_PREFIX)
+        now = timezone.now()
+        session = AgentSession.objects.create(
+            client=client,
+            device_label="benchmark",
+            principal={"id": SUBJECT},
+            on_behalf_of=SUBJECT,
+            allowed_routes=[ROUTE],
+            access_token_hash=secret_hash(access),
+            access_expires_at=now + timedelta(hours=2),
+            refresh_expires_at=now + timedelta(days=1),
+        )
+        return session, access
+
+    def _cleanup(self) -> None:
+        Client.objects.filter(app_id=CLIENT).delete()  # sessions, invocations, journals, approvals
+        Route.objects.filter(route_key=ROUTE).delete()
+        ToolProvider.objects.filter(name=PROVIDER).delete()
+
+    # --- the two ways of calling -----------------------------------------------------------------------
+    def _direct(self, base_url: str, secret: str, tool_name: str, arguments: dict) -> Callable[[], int]:
+        tool = CompiledTool.from_dict(
+            ProviderTool.objects.get(provider__name=PROVIDER, name=tool_name).compiled
+        )
+
+        def call() -> int:
+            job_id = uuid.uuid4()
+            key = None
+            if not tool.readonly:
+                key = idempotency_key(
+                    job_id=job_id, tool=tool.name, args_hash=secrets.token_hex(32), on_behalf_of=SUBJECT
+                )
+            request = dispatch_request_build(
+                tool=tool,
+                arguments=arguments,
+                base_url=base_url,
+                secret=secret,
+                job_id=str(job_id),
+                client_app_id=CLIENT,
+                on_behalf_of=SUBJECT,
+                idempotency_key=key,
+            )
+            outcome = dispatch_send(request, timeout_ms=10000)
+            return outcome.status or 0
+
+        return call
+
+    def _hub(
+        self, port: int, access: str, revision: str, tool: str, arguments: dict, *, replay: str | None = None
+    ) -> Callable[[], int]:
+        """One keep-alive connection per calling thread, as an agent host keeps one."""
+        local = threading.local()
+        headers = {"Authorization": f"Bearer {access}", "Content-Type": "application/json"}
+
+        def call() -> int:
+            conn = getattr(local, "conn", None)
+            if conn is None:
+                conn = local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            body = {
+                "invocation_id": replay or secrets.token_hex(32),
+                "route": ROUTE,
+                "tool": tool,
+                "arguments": arguments,
+                "capability_revision": revision,
+            }
+            conn.request("POST", INVOKE_PATH, body=json.dumps(body).encode(), headers=headers)
+            response = conn.getresponse()
+            answer = json.loads(response.read())
+            if response.status != 200 or answer.get("state") != "executed":
+                raise CommandError(f"hub call failed: {response.status} {answer.get('state')}")
+            return answer.get("business_status") or 0
+
+        return call
+
+    # --- measuring -------------------------------------------------------------------------------------
+    def _sequential(self, label: str, call: Callable[[], int], count: int) -> dict:
+        self.stdout.write(f"  {label}: {count} calls, one at a time ...")
+        self.stdout.flush()
+        for _ in range(min(10, count)):
+            call()  # warm up: connections, caches, the worker's first request
+        latencies = []
+        for index in range(count):
+            started = time.perf_counter()
+            status = call()
+            latencies.append((time.perf_counter() - started) * 1000)
+            if not 200 <= status < 300:
+                raise CommandError(f"{label}: the shop answered {status}")
+            if (index + 1) % max(1, count // 4) == 0:
+                self.stdout.write(f"    {index + 1}/{count}")
+                self.stdout.flush()
+        latencies.sort()
+        return {
+            "label": label,
+            "n": count,
+            "p50": percentile(latencies, 0.50),
+            "p95": percentile(latencies, 0.95),
+            "p99": percentile(latencies, 0.99),
+            "mean": statistics.fmean(latencies),
+        }
+
+    def _throughput(self, label: str, call: Callable[[], int], connections: int, seconds: float) -> float:
+        self.stdout.write(f"  {label}: {connections} parallel callers for {seconds:.0f} s ...")
+        self.stdout.flush()
+        stop_at = time.monotonic() + seconds
+        done = [0]
+        failures: list[BaseException] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            count = 0
+            try:
+                while time.monotonic() < stop_at:
+                    call()
+                    count += 1
+            except BaseException as error:  # reported after the run
+                failures.append(error)
+            with lock:
+                done[0] += count
+
+        threads = [threading.Thread(target=worker) for _ in range(connections)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise CommandError(f"{label}: {failures[0]}")
+        return done[0] / seconds
+
+    def _queries_per_call(self, access: str, revision: str) -> int:
+        client = DjangoClient(HTTP_HOST="127.0.0.1")
+        body = {
+            "invocation_id": secrets.token_hex(32),
+            "route": ROUTE,
+            "tool": READ[0],
+            "arguments": READ[1],
+            "capability_revision": revision,
+        }
+        with CaptureQueriesContext(connection) as ctx:
+            response = client.post(
+                INVOKE_PATH, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {access}"
+            )
+        if response.status_code != 200:
+            raise CommandError(f"query count call answered {response.status_code}")
+        return len(ctx.captured_queries)
+
+    def _shop_refunds(self, base_url: str, secret: str) -> int:
+        headers = signing.sign_tool_request(
+            secret=secret,
+            method="GET",
+            path_with_query="/_demo/records",
+            body=b"",
+            on_behalf_of="",
+            job_id="",
+        )
+        host, port = base_url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", "/_demo/records", headers=headers)
+        records = json.loads(conn.getresponse().read())
+        return sum(1 for refund in records["refunds"] if refund.get("reason") == WRITE_ARGUMENTS["reason"])
+
+    def handle(self, *args, **options):
+        calls = options["calls"]
+        if calls < 1:
+            raise CommandError("--calls must be at least 1")
+        shop, base_url, secret = self._start_shop()
+        try:
+            session, access = self._fixtures(base_url, secret)
+            identity = AgentIdentity(session=session, client=session.client)
+            revision = route_catalog(route=Route.objects.get(route_key=ROUTE), identity=identity).revision
+            with gunicorn_running(workers=options["workers"]) as port:
+                self.stdout.write(f"Demo Shop at {base_url}; hub (gunicorn) on 127.0.0.1:{port}")
+                direct_read = self._direct(base_url, secret, *READ)
+                hub_read = self._hub(port, access, revision, *READ)
+                direct_write = self._direct(base_url, secret, WRITE_TOOL, WRITE_ARGUMENTS)
+                hub_write = self._hub(port, access, revision, WRITE_TOOL, WRITE_ARGUMENTS)
+                replay_id = secrets.token_hex(32)
+                self._hub(port, access, revision, *READ, replay=replay_id)()
+                hub_replay = self._hub(port, access, revision, *READ, replay=replay_id)
+
+                refunds_before = self._shop_refunds(base_url, secret)
+                rows = [
+                    self._sequential("direct read (list_orders)", direct_read, calls),
+                    self._sequential("hub read (list_orders)", hub_read, calls),
+                    self._sequential("direct write (request_refund)", direct_write, calls),
+                    self._sequential("hub write (request_refund)", hub_write, calls),
+                    self._sequential("hub replay (no business call)", hub_replay, calls),
+                ]
+                hub_writes = calls + min(10, calls)  # the warm-up calls wrote too
+                direct_writes = hub_writes
+                refunds = self._shop_refunds(base_url, secret) - refunds_before
+                parallel = options["connections"], options["seconds"]
+                throughput = [
+                    ("direct read", self._throughput("direct read", direct_read, *parallel)),
+                    ("hub read", self._throughput("hub read", hub_read, *parallel)),
+                ]
+                queries = self._queries_per_call(access, revision)
+        finally:
+            try:
+                self._cleanup()
+            finally:
+                shop.terminate()
+                shop.wait(timeout=10)
+        self._report(rows, throughput, queries, refunds, hub_writes + direct_writes, options)
+
+    def _report(self, rows, throughput, queries, refunds, expected_refunds, options) -> None:
+        out = self.stdout.write
+        out("")
+        out(f"{'scenario':34} {'n':>5} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
+        for row in rows:
+            out(
+                f"{row['label']:34} {row['n']:5d} {row['p50']:8.2f} {row['p95']:8.2f} "
+                f"{row['p99']:8.2f} {row['mean']:8.2f}"
+            )
+        by_label = {row["label"].split(" (")[0]: row for row in rows}
+        out("")
+        for kind in ("read", "write"):
+            hub, direct = by_label[f"hub {kind}"], by_label[f"direct {kind}"]
+            out(
+                f"hub overhead per {kind}: p50 +{hub['p50'] - direct['p50']:.2f} ms, "
+                f"p95 +{hub['p95'] - direct['p95']:.2f} ms"
+            )
+        for label, rate in throughput:
+            out(f"throughput, {label}: {rate:.0f} calls/s with {options['connections']} parallel callers")
+        out(f"SQL queries of one hub read (in process): {queries}")
+        verdict = "ok" if refunds == expected_refunds else "MISMATCH"
+        out(f"refunds recorded by the shop: {refunds} of {expected_refunds} sent once each ({verdict})")
+        out(f"one run, {options['calls']} sequential calls per scenario")
+        if refunds != expected_refunds:
+            raise CommandError("the shop recorded a different number of writes than were sent")

@@ -396,6 +396,17 @@ def test_session_detail_links_to_its_conversations(admin_http, session):
     assert listed(admin_http.get(link)) == ["mine"]
 
 
+def test_session_detail_links_to_its_tool_calls(admin_http, session):
+    run = AgentRun.objects.get(pk=turn(session, 1))
+    mine = ToolInvocationFactory(session=session, route=run.route)
+    ToolInvocationFactory()  # another session's call
+
+    html = admin_http.get(reverse("console:session_detail", args=[session.id])).content.decode()
+    link = f"{reverse('console:invocation_list')}?session={session.id}"
+    assert f'href="{link}"' in html
+    assert [call.pk for call in admin_http.get(link).context["object_list"]] == [mine.pk]
+
+
 def test_turn_and_completion_events_in_the_audit_history_of_the_session(auditor, approver, session):
     run_id = turn(session, 1)
     complete(session, run_id, 1, status="failed")

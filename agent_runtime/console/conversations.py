@@ -29,6 +29,7 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import AgentConversation, AgentRun, Client, Route, ToolInvocation
 from bailing.ui import tables
+from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 
@@ -156,18 +157,12 @@ class ConversationListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = ConversationFilterForm(self.request.GET or None)
-        queryset = conversation_list_queryset()
-        if not self.filter_form.is_bound:
-            return queryset
-        self.filter_form.is_valid()
-        # Fields that failed to parse are not applied; the form shows their errors.
-        data = self.filter_form.cleaned_data
-        if data.get("client"):
-            queryset = queryset.filter(client__app_id=data["client"])
-        if data.get("session"):
-            queryset = queryset.filter(session_id=data["session"])
-        if data.get("route"):
-            queryset = queryset.filter(route__route_key=data["route"])
+        queryset = filter_by_form(
+            conversation_list_queryset(),
+            self.filter_form,
+            {"client": "client__app_id", "session": "session_id", "route": "route__route_key"},
+        )
+        data = self.filter_form.cleaned_data if self.filter_form.is_bound else {}
         if data.get("status"):
             # EXISTS rather than a join: a join would multiply rows and skew the turn counts.
             runs = AgentRun.objects.filter(conversation=OuterRef("pk"), status=data["status"])

@@ -17,6 +17,7 @@ from agent_runtime.models import AgentSession
 from agent_runtime.services.agent_auth.sessions import session_revoke
 from bailing.audit.actor import Actor
 from bailing.ui import tables
+from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 
@@ -73,15 +74,14 @@ class SessionListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = SessionFilterForm(self.request.GET or None)
-        queryset = AgentSession.objects.select_related("client").order_by("-created_at", "-id")
-        if self.filter_form.is_bound:
-            self.filter_form.is_valid()
-            # Only fields that parsed are applied; the form shows what was wrong with the rest.
-            data = self.filter_form.cleaned_data
-            if data.get("client"):
-                queryset = queryset.filter(client__app_id=data["client"])
-            if data.get("state"):
-                queryset = queryset.filter(session_state_q(data["state"], now=timezone.now()))
+        queryset = filter_by_form(
+            AgentSession.objects.select_related("client").order_by("-created_at", "-id"),
+            self.filter_form,
+            {"client": "client__app_id"},
+        )
+        state = self.filter_form.cleaned_data.get("state") if self.filter_form.is_bound else None
+        if state:
+            queryset = queryset.filter(session_state_q(state, now=timezone.now()))
         return queryset
 
     def get_context_data(self, **kwargs):

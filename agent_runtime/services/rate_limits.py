@@ -67,6 +67,23 @@ def _retry_after_ms(now: datetime, end: datetime) -> int:
     return max(1, math.ceil((end - now).total_seconds() * 1000))
 
 
+def _count_one(table: str, key_column: str, key: object, window_start: datetime) -> int:
+    """Add one to the window's count in ``table`` (creating the row) and return the new count."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} ({key_column}, window_start, count)
+            VALUES (%s, %s, 1)
+            ON CONFLICT ({key_column}, window_start)
+            DO UPDATE SET count = {table}.count + 1
+            RETURNING count
+            """,  # noqa: S608 - table and column are the models' constants; values are parameters
+            [key, window_start],
+        )
+        (count,) = cursor.fetchone()
+    return count
+
+
 def client_rate_check(*, client: Client) -> RateLimitHit | None:
     """Count one request of ``client``; the hit when its minute is over the limit, else None."""
     limit = client.rate_limit_per_min
@@ -74,18 +91,7 @@ def client_rate_check(*, client: Client) -> RateLimitHit | None:
         return None
     now = timezone.now()
     window_start, window_end = _window(now, WINDOW_SECONDS)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {ClientRateWindow._meta.db_table} (client_id, window_start, count)
-            VALUES (%s, %s, 1)
-            ON CONFLICT (client_id, window_start)
-            DO UPDATE SET count = {ClientRateWindow._meta.db_table}.count + 1
-            RETURNING count
-            """,  # noqa: S608 - the table name is the model's constant; values are parameters
-            [client.pk, window_start],
-        )
-        (count,) = cursor.fetchone()
+    count = _count_one(ClientRateWindow._meta.db_table, "client_id", client.pk, window_start)
     if count == 1:
         ClientRateWindow.objects.filter(client=client, window_start__lt=window_start - _KEEP).delete()
     if count > limit:
@@ -105,18 +111,7 @@ def client_rate_consume(*, client: Client) -> None:
 def _bucket_consume(key: str, window_seconds: int) -> tuple[int, datetime, datetime]:
     now = timezone.now()
     window_start, window_end = _window(now, window_seconds)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {RateBucket._meta.db_table} (key, window_start, count)
-            VALUES (%s, %s, 1)
-            ON CONFLICT (key, window_start)
-            DO UPDATE SET count = {RateBucket._meta.db_table}.count + 1
-            RETURNING count
-            """,  # noqa: S608 - the table name is the model's constant; values are parameters
-            [key, window_start],
-        )
-        (count,) = cursor.fetchone()
+    count = _count_one(RateBucket._meta.db_table, "key", key, window_start)
     if count == 1:
         RateBucket.objects.filter(
             key=key, window_start__lt=window_start - max(_KEEP, 2 * (window_end - window_start))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
+from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -25,6 +26,7 @@ from bailing.api.errors import ApiError
 from bailing.api.jsjson import js_stringify
 from bailing.audit.actor import Actor
 from bailing.ui import tables
+from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page
 
@@ -84,24 +86,21 @@ class ApprovalListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = ApprovalFilterForm(self.request.GET or None)
-        queryset = approvals_inbox()
-        if self.filter_form.is_bound and self.filter_form.is_valid():
-            data = self.filter_form.cleaned_data
-            if data.get("status"):
-                queryset = queryset.filter(status=data["status"])
-            if data.get("route"):
-                queryset = queryset.filter(route_key=data["route"])
-            if data.get("tool"):
-                queryset = queryset.filter(tool=data["tool"])
-        return queryset
+        return filter_by_form(
+            approvals_inbox(), self.filter_form, {"status": "status", "route": "route_key", "tool": "tool"}
+        )
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["filter_form"] = self.filter_form
         context["table"] = approval_table(context["object_list"])
         counts = {status: 0 for status in ToolApproval.Status.values}
-        for status in ToolApproval.objects.values_list("status", flat=True):
-            counts[status] += 1
+        counts.update(
+            ToolApproval.objects.order_by()
+            .values("status")
+            .annotate(n=Count("pk"))
+            .values_list("status", "n")
+        )
         context["counts"] = counts
         return context
 

@@ -22,6 +22,7 @@ from approvals.services.reconciliation import EVIDENCE_MAX_CHARS, journal_resolv
 from bailing.api.errors import InvalidRequest
 from bailing.audit.actor import Actor
 from bailing.ui import tables
+from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 
@@ -88,20 +89,17 @@ class InvocationListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = InvocationFilterForm(self.request.GET or None)
-        queryset = invocations_list()
-        if self.filter_form.is_bound and self.filter_form.is_valid():
-            data = self.filter_form.cleaned_data
-            if data.get("state"):
-                queryset = queryset.filter(status=data["state"])
-            if data.get("route"):
-                queryset = queryset.filter(route_key=data["route"])
-            if data.get("tool"):
-                queryset = queryset.filter(tool=data["tool"])
-            if data.get("session"):
-                queryset = queryset.filter(session_id=data["session"])
-            if data.get("run"):
-                queryset = queryset.filter(run_id=data["run"])
-        return queryset
+        return filter_by_form(
+            invocations_list(),
+            self.filter_form,
+            {
+                "state": "status",
+                "route": "route_key",
+                "tool": "tool",
+                "session": "session_id",
+                "run": "run_id",
+            },
+        )
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

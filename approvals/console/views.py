@@ -16,6 +16,7 @@ from approvals.console.forms import AuditFilterForm
 from bailing.audit.ledger import audit_chain_verify
 from bailing.audit.models import AuditEvent
 from bailing.ui import tables
+from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 
@@ -44,27 +45,19 @@ class AuditListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = AuditFilterForm(self.request.GET or None)
-        queryset = AuditEvent.objects.order_by("-id")
-        if not self.filter_form.is_bound:
-            return queryset
-        self.filter_form.is_valid()
-        # Fields that failed to parse are not applied; the form shows their errors.
-        data = self.filter_form.cleaned_data
-        if data.get("actor"):
-            queryset = queryset.filter(actor=data["actor"])
-        if data.get("action"):
-            queryset = queryset.filter(action__startswith=data["action"])
-        if data.get("client"):
-            queryset = queryset.filter(client_app_id=data["client"])
-        if data.get("session"):
-            queryset = queryset.filter(session_id=data["session"])
-        if data.get("route"):
-            queryset = queryset.filter(route_key=data["route"])
-        if data.get("since"):
-            queryset = queryset.filter(created_at__gte=data["since"])
-        if data.get("until"):
-            queryset = queryset.filter(created_at__lte=data["until"])
-        return queryset
+        return filter_by_form(
+            AuditEvent.objects.order_by("-id"),
+            self.filter_form,
+            {
+                "actor": "actor",
+                "action": "action__startswith",
+                "client": "client_app_id",
+                "session": "session_id",
+                "route": "route_key",
+                "since": "created_at__gte",
+                "until": "created_at__lte",
+            },
+        )
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

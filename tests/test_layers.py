@@ -1,8 +1,9 @@
 """The import map stays true: layers run one way, no module imports itself in a circle, and an app uses
 only the public surface of the apps below it.
 
-Every non-test module is read as text (``ast``): module-level imports, imports inside functions and
-imports under ``TYPE_CHECKING`` all count, so the layout cannot be dodged by a late import. The
+Every non-test module is read as text (``ast``): module-level imports, imports inside functions,
+imports under ``TYPE_CHECKING`` and URLconf ``include("module")`` strings all count, so the layout
+cannot be dodged by a late import. The
 layers, bottom to top (``docs/architecture.md``):
 
 0. ``bailing`` plumbing — settings, db, api, audit, signing, ui, roles, log, templatetags
@@ -109,6 +110,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
                 targets.append(candidate if candidate in known else base)
+        elif _is_include(node):
+            # ``include("app.urls")`` in a URLconf imports that module as surely as an import does.
+            targets = [node.args[0].value]
         for target in targets:
             # The longest project module that the import names (a.b.c → a.b when c is a symbol).
             while target and target not in known:
@@ -116,6 +120,15 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             if target and target != name:
                 found.add(target)
     return found
+
+
+def _is_include(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    first = node.args[0]
+    return name == "include" and isinstance(first, ast.Constant) and isinstance(first.value, str)
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -219,6 +232,16 @@ def test_the_guard_sees_late_and_type_checking_imports(tmp_path):
     )
     found = imports_of("agent_runtime.probe", module, {"knowledge.models", "approvals", "approvals.console"})
     assert found == {"knowledge.models", "approvals.console"}
+
+
+def test_the_guard_sees_urlconf_includes(tmp_path):
+    module = tmp_path / "urls.py"
+    module.write_text(
+        "from django import urls\nfrom django.urls import include, path\n"
+        'urlpatterns = [path("k/", include("knowledge.api.agent_urls")), path("a/", urls.include("approvals.api"))]\n'
+    )
+    known = {"knowledge.api.agent_urls", "approvals.api"}
+    assert imports_of("agent_runtime.api.urls", module, known) == known
 
 
 def test_cycle_finder_finds_a_cycle():

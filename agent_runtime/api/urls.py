@@ -1,6 +1,8 @@
-"""Agent API v1 routes (/agent-api/v1/)."""
+"""Agent API v1 routes (/agent-api/v1/). The knowledge protocol under the same prefix
+(``workspaces/<route>/knowledge/``) is mounted by the root URLconf: this app does not name the apps
+above it."""
 
-from django.urls import include, path
+from django.urls import path
 
 from agent_runtime.api import invocation_views, runtime_views, views
 
@@ -12,7 +14,6 @@ urlpatterns = [
         views.CapabilitySearchApi.as_view(),
         name="agent-capability-search",
     ),
-    path("workspaces/<str:route>/knowledge/", include("knowledge.api.agent_urls")),
     path("tools", views.ToolCatalogApi.as_view(), name="agent-tool-catalog"),
     path("tools/<str:name>", views.ToolDetailApi.as_view(), name="agent-tool-detail"),
     # Agent Client Runtime turns and runs (agent_runtime.api.runtime_views).

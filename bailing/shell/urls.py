@@ -13,6 +13,7 @@ urlpatterns = [
     path("health", HealthApi.as_view(), name="health"),
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
     path("agent-api/v1/", include("agent_runtime.api.urls")),
+    path("agent-api/v1/workspaces/<str:route>/knowledge/", include("knowledge.api.agent_urls")),
     path("kb/", include("knowledge.api.push_urls")),
     path("approvals/", include("approvals.api.urls")),
     path("console/", include("bailing.shell.console.urls")),

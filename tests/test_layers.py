@@ -238,7 +238,8 @@ def test_the_guard_sees_urlconf_includes(tmp_path):
     module = tmp_path / "urls.py"
     module.write_text(
         "from django import urls\nfrom django.urls import include, path\n"
-        'urlpatterns = [path("k/", include("knowledge.api.agent_urls")), path("a/", urls.include("approvals.api"))]\n'
+        'urlpatterns = [path("k/", include("knowledge.api.agent_urls")),\n'
+        '               path("a/", urls.include("approvals.api"))]\n'
     )
     known = {"knowledge.api.agent_urls", "approvals.api"}
     assert imports_of("agent_runtime.api.urls", module, known) == known

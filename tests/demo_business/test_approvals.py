@@ -809,13 +809,35 @@ class RawHub:
             with connection:
                 connection.settimeout(2)
                 with contextlib.suppress(OSError):
-                    connection.recv(65536)
+                    _read_request(connection)  # all of it: answering early would race the sender
                     connection.sendall(self.answer)
 
     def stop(self):
         self.stopping.set()
         self.thread.join(timeout=5)
         self.listener.close()
+
+
+def _read_request(connection) -> bytes:
+    """Read one HTTP request: the head, then as many body bytes as its Content-Length says."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,9 @@ from django.utils import timezone
 from agent_runtime.models import ApprovalNotification, Client, ToolApproval, ToolInvocation
 from agent_runtime.selectors.routes import WorkspaceAccess
 from agent_runtime.services.clients import client_token_plaintext
-from agent_runtime.services.http_dispatch import js_string
 from agent_runtime.tools.approval import ApprovalPolicyOutcome
 from agent_runtime.tools.compiler import CompiledTool
-from bailing.api.jsjson import js_stringify
+from bailing.api.jsjson import js_string, js_stringify
 from bailing.api.limits import compact_json_utf8_bytes
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record

@@ -6,24 +6,27 @@ what BailingHub business systems expect:
 
 * URL = provider ``base_url`` + the spec path with path parameters encoded like JavaScript's
   ``encodeURIComponent`` + the query parameters in argument order, each ``String(value)``, encoded like
-  ``URLSearchParams`` (null values are left out); the signature covers exactly this path and query.
+  ``URLSearchParams``; the signature covers exactly this path and query.
 * Body: for every method but GET and HEAD, ``JSON.stringify`` of the body-located arguments (``{}``
-  when there are none), with the tool's JSON media type; GET and HEAD send no body.
+  when there are none), with the tool's JSON media type; GET and HEAD send no body. A null argument
+  is sent nowhere (no path, query, header or body entry).
 * Headers: ``X-Bailing-Timestamp`` (seconds) and ``X-Bailing-Signature`` over
   ``<ts>.<METHOD>.<path?query>.<sha256(body)>.<on-behalf-of>.<job id>``, ``X-Bailing-Job-Id``,
   ``X-Bailing-Client``, ``X-Bailing-Tool-Scope``, ``X-Bailing-On-Behalf-Of`` when there is a subject,
   ``X-Bailing-Idempotency-Key`` for every tool that is not read-only, and the declared header
   parameters.
 
-Outcomes: a response with a status is *answered* (2xx executed, anything else business-rejected); a
-connection that could not be opened is *not sent*; anything after the connection was opened that left
-no complete response (timeout, reset, a body cut short or unreadable) is *unknown*, and is never sent
-again (docs/protocol.md "Unknown outcomes"). Redirects are not followed; proxies are never used.
+Outcomes: a response with a status is *answered* (2xx executed, anything else business-rejected, its
+text shaped by :func:`answer_text`); a connection that could not be opened is *not sent*; anything
+after the connection was opened that left no complete response (timeout, reset, a body cut short or
+unreadable) is *unknown*, and is never sent again (docs/protocol.md "Unknown outcomes"). Redirects are
+not followed; proxies are never used.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +35,8 @@ from urllib.parse import quote
 import httpx
 
 from agent_runtime.tools.compiler import CompiledTool
-from bailing.api.jsjson import js_number, js_stringify
+from bailing.api.jsjson import js_string, js_stringify
+from bailing.api.limits import utf16_length
 from bailing.outbound import outbound_client
 from bailing.signing import (
     CLIENT_HEADER,
@@ -91,23 +95,6 @@ class DispatchOutcome:
         return self.kind == OUTCOME_ANSWERED and self.status is not None and 200 <= self.status < 300
 
 
-def js_string(value: Any) -> str:
-    """JavaScript's ``String(value)`` for decoded JSON values."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float):
-        return js_number(value)
-    if isinstance(value, list):
-        return ",".join("" if item is None else js_string(item) for item in value)
-    return "[object Object]"
-
-
 def _form_encode(text: str) -> str:
     out = []
     for byte in text.encode("utf-8"):
@@ -125,6 +112,23 @@ def result_text(raw: str) -> str:
     8,192 characters (the result's bound)."""
     cleaned = "".join(" " if (ord(ch) < 0x20 and ch not in "\t\n\r") or ord(ch) == 0x7F else ch for ch in raw)
     return cleaned.strip()[:RESULT_TEXT_MAX_CHARS]
+
+
+ERROR_TEXT_MAX_CHARS = 2048
+_HTML_START = re.compile(r"^\s*(?:<!doctype\s+html|<html\b)", re.IGNORECASE)
+
+
+def answer_text(status: int, body: str, content_type: str) -> str:
+    """What the agent reads of an answer, as BailingHub shapes it: a 2xx body as it is (bounded); any
+    other status as ``HTTP <status>: <at most 2,048 characters>``, with an HTML error page (a proxy's,
+    a crashed server's) reduced to a one-line note so it never floods the agent's context."""
+    if 200 <= status < 300:
+        return result_text(body)
+    if "text/html" in content_type.lower() or _HTML_START.match(body):
+        length = utf16_length(body)
+        return f"HTTP {status}: the business system answered an HTML error page ({length} characters)."
+    error = result_text(body)[:ERROR_TEXT_MAX_CHARS]
+    return f"HTTP {status}: {error}" if error else f"HTTP {status} with an empty body."
 
 
 def dispatch_request_build(
@@ -146,15 +150,14 @@ def dispatch_request_build(
     body: dict[str, Any] = {}
     extra_headers: dict[str, str] = {}
     for name, value in arguments.items():
+        if value is None:
+            continue  # a null argument is sent nowhere, as BailingHub does
         location = tool.param_locations.get(name, "body")
         if location == "path":
             path = path.replace("{" + name + "}", quote(js_string(value), safe=_URI_COMPONENT_SAFE))
         elif location == "query":
-            if value is not None:
-                query.append(f"{_form_encode(name)}={_form_encode(js_string(value))}")
+            query.append(f"{_form_encode(name)}={_form_encode(js_string(value))}")
         elif location == "header":
-            if value is None:
-                continue
             text = js_string(value)
             if not is_sendable_header_value(text):
                 raise DispatchBuildError("header_value_invalid", name)
@@ -264,7 +267,7 @@ def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutco
     return DispatchOutcome(
         OUTCOME_ANSWERED,
         status=response.status_code,
-        text=result_text(_decode(raw)),
+        text=answer_text(response.status_code, _decode(raw), response.headers.get("content-type", "")),
         duration_ms=elapsed_ms(),
         extra={"truncated": size > RESPONSE_READ_MAX_BYTES},
     )

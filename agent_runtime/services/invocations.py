@@ -26,7 +26,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -45,9 +45,15 @@ from agent_runtime.services.approval_requests import approval_request_create
 from agent_runtime.services.providers import provider_secret_open
 from agent_runtime.services.rate_limits import RateLimitHit, client_rate_check, dispatch_rate_check
 from agent_runtime.tools.acc import ApprovalConditionError
-from agent_runtime.tools.approval import POLICY_CONFIRM_REQUIRED, ApprovalPolicyOutcome, approval_policy_for
+from agent_runtime.tools.approval import (
+    POLICY_CONFIRM_REQUIRED,
+    REASON_CONFIRM_REQUIRED,
+    ApprovalPolicyOutcome,
+    approval_policy_for,
+)
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.hashing import canonical_sha256, sha256_hex
+from bailing.api.jsjson import js_canonical, js_normalized
 from bailing.api.timefmt import utc_iso
 from bailing.audit.ledger import AuditEntry, audit_record_many
 
@@ -199,6 +205,12 @@ def invocation_execution_fingerprint(
     )
 
 
+def arguments_hash(arguments: Any) -> str:
+    """``args_hash``: SHA-256 of BailingHub's canonical JSON of the (normalized) arguments — what an
+    approval is bound to and a business system may recompute (docs/protocol.md "Approvals")."""
+    return sha256_hex(js_canonical(arguments))
+
+
 def idempotency_key(*, job_id: uuid.UUID, tool: str, args_hash: str, on_behalf_of: str) -> str:
     """``X-Bailing-Idempotency-Key``: stable for the job, tool, canonical arguments and subject."""
     return canonical_sha256(
@@ -317,7 +329,7 @@ def _open_arguments(invocation: ToolInvocation) -> dict[str, Any] | None:
     except SealedSecretError:
         return None
     arguments = json.loads(text)
-    return arguments if canonical_sha256(arguments) == invocation.args_hash else None
+    return arguments if arguments_hash(arguments) == invocation.args_hash else None
 
 
 # --- audit ------------------------------------------------------------------------------------------------
@@ -365,7 +377,8 @@ def _run_frozen(
     *, identity: AgentIdentity, route_key: str, run_id: uuid.UUID | None, exclude_pk: int | None
 ) -> bool:
     """An unresolved unknown outcome freezes write calls: of the same run, or (without a run) of the
-    session's run-less calls in this workspace (docs/protocol.md "Unknown outcomes")."""
+    session's run-less calls in this workspace (docs/protocol.md "Unknown outcomes"). A call still in
+    flight is not one."""
     unresolved = ToolInvocation.objects.filter(
         session_id=identity.session.pk,
         route_key=route_key,
@@ -378,7 +391,17 @@ def _run_frozen(
     )
     if exclude_pk is not None:
         unresolved = unresolved.exclude(pk=exclude_pk)
-    return unresolved.exists()
+    if unresolved.filter(status=ToolInvocation.Status.RECONCILIATION_REQUIRED).exists():
+        return True
+    # A sibling still ``dispatching`` is either in flight (its request holds its lock: not an unknown
+    # outcome, yet) or was left by a dead worker (its lock is free and it is still dispatching).
+    dispatching = unresolved.filter(status=ToolInvocation.Status.DISPATCHING)
+    for pk, session_id, sibling_id in dispatching.values_list("pk", "session_id", "invocation_id"):
+        with invocation_lock(session_id, sibling_id) as held:
+            still = ToolInvocation.objects.filter(pk=pk, status=ToolInvocation.Status.DISPATCHING)
+            if held and still.exists():
+                return True
+    return False
 
 
 def _budget_exhausted(*, run_id: uuid.UUID | None, limit: int, exclude_pk: int | None) -> bool:
@@ -396,9 +419,7 @@ def _budget_exhausted(*, run_id: uuid.UUID | None, limit: int, exclude_pk: int |
 def _approval_outcome(ctx: _ToolContext, arguments: dict[str, Any]) -> ApprovalPolicyOutcome:
     outcome = approval_policy_for(ctx.compiled, arguments)
     if not outcome.required and ctx.catalog_tool.forced_approval:
-        return ApprovalPolicyOutcome(
-            True, POLICY_CONFIRM_REQUIRED, "The workspace requires approval for this tool."
-        )
+        return ApprovalPolicyOutcome(True, POLICY_CONFIRM_REQUIRED, REASON_CONFIRM_REQUIRED)
     return outcome
 
 
@@ -417,8 +438,11 @@ def invocation_create(*, identity: AgentIdentity, request: InvocationRequest) ->
     ``capability_changed``, 404 ``tool_not_found`` / ``run_not_found``; every other outcome is a result
     state (``in_progress``, ``awaiting_approval``, ``rejected_before_dispatch``, ``executed`` …).
     """
+    # What a JavaScript peer holds after JSON.parse: the snapshot, the hash and the request sent all
+    # use this one value (1.0 is 1, an integer beyond 2^53 the nearest double).
+    request = replace(request, arguments=js_normalized(request.arguments))
     access, catalog = _surface(identity, request.route)
-    args_hash = canonical_sha256(request.arguments)
+    args_hash = arguments_hash(request.arguments)
     request_hash = _request_hash(request, args_hash)
     coords = (request.invocation_id, request.route, request.tool)
     with invocation_lock(identity.session.pk, request.invocation_id) as held:
@@ -740,7 +764,7 @@ def _dispatch_approved(
             "frozen_arguments_unavailable",
             TEXT_REJECTED["frozen_arguments_unavailable"],
         )
-    if approval.args_hash != invocation.args_hash or canonical_sha256(approval.args) != invocation.args_hash:
+    if approval.args_hash != invocation.args_hash or arguments_hash(approval.args) != invocation.args_hash:
         return _finish_without_dispatch(
             identity,
             invocation,

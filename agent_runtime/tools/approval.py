@@ -16,10 +16,20 @@ from typing import Any
 
 from agent_runtime.tools.acc import approval_rules_match, rule_actual
 from agent_runtime.tools.compiler import CompiledTool
+from bailing.api.jsjson import js_string
 
 POLICY_RISK_HIGH = "risk_high"
 POLICY_CONFIRM_REQUIRED = "confirm_required"
 POLICY_CONFIRM_WHEN = "confirm_when"
+# The approval's ``reason`` as BailingHub writes it (into the snapshot, the webhook and the ledger).
+REASON_RISK_HIGH = "risk=high"
+REASON_CONFIRM_REQUIRED = "confirm-required"
+
+
+def rule_description(rule: dict[str, Any]) -> str:
+    """An unlabelled ``approval.when`` rule as BailingHub names it: ``confirm_when: amount > 500``."""
+    value = f" {js_string(rule['value'])}" if "value" in rule else ""
+    return f"confirm_when: {rule['param']} {rule['op']}{value}"
 
 
 @dataclass(frozen=True)
@@ -41,12 +51,12 @@ def approval_policy_for(tool: CompiledTool, arguments: Any) -> ApprovalPolicyOut
     """The approval outcome of calling ``tool`` with ``arguments`` (see the module docstring)."""
     matches = approval_rules_match(tool.approval.when, arguments, tool.input_schema)
     if tool.risk == "high":
-        return ApprovalPolicyOutcome(True, POLICY_RISK_HIGH, "The tool is declared high risk.")
+        return ApprovalPolicyOutcome(True, POLICY_RISK_HIGH, REASON_RISK_HIGH)
     if tool.approval.required:
-        return ApprovalPolicyOutcome(True, POLICY_CONFIRM_REQUIRED, "The tool always requires approval.")
+        return ApprovalPolicyOutcome(True, POLICY_CONFIRM_REQUIRED, REASON_CONFIRM_REQUIRED)
     for rule, matched in zip(tool.approval.when, matches, strict=True):
         if matched:
-            label = rule.get("label") or f"{rule['param']} {rule['op']}"
+            label = rule.get("label") or rule_description(rule)
             detail = {
                 "param": rule["param"],
                 "op": rule["op"],
@@ -54,9 +64,7 @@ def approval_policy_for(tool: CompiledTool, arguments: Any) -> ApprovalPolicyOut
                 "actual": rule_actual(rule, arguments),
                 "reason": label,
             }
-            return ApprovalPolicyOutcome(
-                True, POLICY_CONFIRM_WHEN, f"Approval rule matched: {label}.", detail
-            )
+            return ApprovalPolicyOutcome(True, POLICY_CONFIRM_WHEN, label, detail)
     return ApprovalPolicyOutcome(False)
 
 

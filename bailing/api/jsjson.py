@@ -65,3 +65,42 @@ def js_stringify(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(js_stringify(item) for item in value) + "]"
     raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def js_canonical(value: Any) -> str:
+    """Canonical JSON as BailingHub writes it for hashes: ``JSON.stringify`` with every object's keys
+    sorted the way JavaScript's ``Array.prototype.sort`` sorts strings (by UTF-16 code units)."""
+    if isinstance(value, dict):
+        items = sorted(value.items(), key=lambda item: _utf16_key(str(item[0])))
+        return "{" + ",".join(f"{js_stringify(str(k))}:{js_canonical(v)}" for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(js_canonical(item) for item in value) + "]"
+    return js_stringify(value)
+
+
+def js_normalized(value: Any) -> Any:
+    """``JSON.parse(JSON.stringify(value))``: the value a JavaScript peer holds — ``1.0`` is ``1``, an
+    integer beyond 2^53 is the nearest double. Approval snapshots, hashes and the request sent must all
+    be built from this one value."""
+    return json.loads(js_stringify(value))
+
+
+def js_string(value: Any) -> str:
+    """JavaScript's ``String(value)`` for decoded JSON values."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return js_number(value)
+    if isinstance(value, list):
+        return ",".join("" if item is None else js_string(item) for item in value)
+    return "[object Object]"

@@ -181,6 +181,34 @@ def test_twenty_parallel_identical_invocations_make_one_business_write(api_clien
     assert chaos_business.writes("chaos_slow_ok") == 1
 
 
+def test_a_write_still_in_flight_does_not_freeze_the_next_one(api_client, session, chaos_business):
+    """Only an unknown outcome freezes further writes: a sibling that is merely slow is not one."""
+    from rest_framework.test import APIClient
+
+    slow = invoke_body(session, ROUTE, "chaos_slow_ok", {"delay_ms": 1500, "note": "slow"})
+    results: dict[str, dict] = {}
+
+    def call_slow() -> None:
+        try:
+            results["slow"] = post(APIClient(), session, INVOKE_URL, slow).json()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=call_slow)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not ToolInvocation.objects.filter(
+        invocation_id=slow["invocation_id"], status="dispatching"
+    ).exists():
+        assert time.monotonic() < deadline, "the slow call never started dispatching"
+        time.sleep(0.02)
+    quick = post(api_client, session, INVOKE_URL, invoke_body(session, ROUTE, "chaos_ok", {"note": "quick"}))
+    thread.join(timeout=20)
+    assert quick.json()["state"] == "executed", quick.json()
+    assert results["slow"]["state"] == "executed"
+    assert (chaos_business.writes("chaos_ok"), chaos_business.writes("chaos_slow_ok")) == (1, 1)
+
+
 # --- a gunicorn worker killed during dispatch -------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as probe:

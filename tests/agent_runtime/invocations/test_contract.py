@@ -4,9 +4,11 @@ Demo Shop as a real business process (docs/protocol.md "Invocation checks")."""
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from agent_runtime.models import (
     ApprovalNotification,
@@ -14,8 +16,10 @@ from agent_runtime.models import (
     ToolApproval,
     ToolCallJournal,
     ToolInvocation,
+    ToolProvider,
 )
 from agent_runtime.services.invocations import ARGUMENTS_MAX_BYTES, ENVELOPE_MAX_BYTES
+from bailing.api.hashing import sha256_hex
 from bailing.api.limits import compact_json_utf8_bytes
 from bailing.audit.models import AuditEvent
 from tests.factories import AgentSessionFactory
@@ -255,6 +259,25 @@ def test_the_same_id_with_another_call_is_invocation_conflict(api_client, alice)
         assert (response.status_code, response.json()["error"]) == (409, "invocation_conflict")
 
 
+def test_arguments_are_taken_as_a_javascript_peer_holds_them(api_client, alice, shop):
+    """1.0 is 1 for the hash, the snapshot and the request: the same call written either way is one."""
+    refunds = len(shop.records()["refunds"])
+    body, first = _invoke(
+        api_client, alice, "request_refund", {"order_id": "SO-1001", "amount": 2.0, "reason": "x"}
+    )
+    assert first.json()["state"] == "executed"
+    again = post(
+        api_client,
+        alice,
+        INVOKE_URL,
+        {**body, "arguments": {"order_id": "SO-1001", "amount": 2, "reason": "x"}},
+    )
+    assert again.json() == first.json()
+    invocation = ToolInvocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation.args_hash == sha256_hex('{"amount":2,"order_id":"SO-1001","reason":"x"}')
+    assert len(shop.records()["refunds"]) == refunds + 1
+
+
 def test_invocation_ids_are_per_session(api_client, alice, shop):
     bob = agent(route_key=ROUTE, on_behalf_of="bob")
     body, first = _invoke(api_client, alice, "list_orders", {})
@@ -269,6 +292,7 @@ def test_a_business_rejection_is_business_rejected_with_its_status(api_client, a
     _, response = _invoke(api_client, alice, "get_order", {"order_id": "SO-2001"})  # bob's order
     result = response.json()
     assert (result["state"], result["ok"], result["business_status"]) == ("business_rejected", False, 404)
+    assert result["text"].startswith("HTTP 404: {")  # the status, then the shop's error body
 
 
 def test_a_stable_result_is_not_replayed_once_the_tool_is_no_longer_authorized(api_client, alice):
@@ -435,6 +459,93 @@ def test_an_approved_call_runs_once_with_the_frozen_arguments(api_client, alice,
     assert refunds[-1]["amount"] in (600, 600.0, "600.00")
     approval.refresh_from_db()
     assert approval.consumed_at is not None
+
+
+STRICT = "strict-refunds"
+
+
+@pytest.fixture
+def strict(shop):
+    """alice in a workspace that wants approval for every refund: approved 0.01 refunds never run out."""
+    workspace(route_key=STRICT, provider="demo-shop", write_tools=WRITES, force_approval=["request_refund"])
+    return agent(route_key=STRICT, on_behalf_of="alice")
+
+
+def _approved_refund(api_client, session):
+    body = invoke_body(
+        session, STRICT, "request_refund", {"order_id": "SO-1002", "amount": 0.01, "reason": "r"}
+    )
+    response = post(api_client, session, INVOKE_URL, body).json()
+    assert response["state"] == "awaiting_approval", response
+    ToolApproval.objects.filter(pk=response["approval_id"]).update(status="approved")
+    return body, response["approval_id"]
+
+
+def test_a_rate_limited_resume_keeps_the_approval_for_a_later_one(api_client, strict, shop):
+    alice = strict
+    body, approval_id = _approved_refund(api_client, alice)
+    refunds = len(shop.records()["refunds"])
+    ToolProvider.objects.filter(name="demo-shop").update(rate_limit_per_min=1)
+    post(
+        api_client, alice, INVOKE_URL, invoke_body(alice, STRICT, "list_orders", {})
+    )  # the minute's one call
+    limited = post(api_client, alice, resume_url(body["invocation_id"]), {}).json()
+    assert (limited["state"], limited["auto_retry_allowed"]) == ("rejected_before_dispatch", True)
+    assert limited["rate_limit"]["level"] == "provider"
+    assert ToolApproval.objects.get(pk=approval_id).consumed_at is None
+    ToolProvider.objects.filter(name="demo-shop").update(rate_limit_per_min=0)
+    assert post(api_client, alice, resume_url(body["invocation_id"]), {}).json()["state"] == "executed"
+    assert len(shop.records()["refunds"]) == refunds + 1
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        ("approval_args", "approval_args_mismatch"),
+        ("sealed_arguments", "frozen_arguments_unavailable"),
+        ("consumed", "approval_already_consumed"),
+    ],
+)
+def test_an_approved_call_whose_snapshot_does_not_hold_is_never_sent(
+    api_client, strict, shop, tamper, reason
+):
+    alice = strict
+    body, approval_id = _approved_refund(api_client, alice)
+    refunds = len(shop.records()["refunds"])
+    invocation = ToolInvocation.objects.get(invocation_id=body["invocation_id"])
+    if tamper == "approval_args":
+        ToolApproval.objects.filter(pk=approval_id).update(
+            args={"order_id": "SO-1002", "amount": 7000, "reason": "r"}
+        )
+    elif tamper == "sealed_arguments":
+        ToolInvocation.objects.filter(pk=invocation.pk).update(arguments_sealed="v1.tampered")
+    else:
+        ToolApproval.objects.filter(pk=approval_id).update(consumed_at=timezone.now())
+    result = post(api_client, alice, resume_url(body["invocation_id"]), {}).json()
+    assert (result["state"], result["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
+    assert ToolInvocation.objects.get(pk=invocation.pk).reason_code == reason
+    assert len(shop.records()["refunds"]) == refunds
+    assert post(api_client, alice, resume_url(body["invocation_id"]), {}).json() == result
+
+
+def test_an_unreachable_business_system_is_rejected_before_dispatch(api_client, alice, shop):
+    provider = ToolProvider.objects.get(name="demo-shop")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    ToolProvider.objects.filter(pk=provider.pk).update(base_url=f"http://127.0.0.1:{closed_port}")
+    body, response = _invoke(api_client, alice, "list_orders", {}, capability_revision=revision(alice, ROUTE))
+    result = response.json()
+    assert (result["state"], result["ok"]) == ("rejected_before_dispatch", False), result
+    invocation = ToolInvocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation.reason_code == "business_unreachable"
+
+
+def test_a_provider_without_a_usable_secret_sends_nothing(api_client, alice, shop):
+    ToolProvider.objects.filter(name="demo-shop").update(secret_encrypted="v1.unreadable")
+    body, response = _invoke(api_client, alice, "create_ticket", {"subject": "s", "message": "m"})
+    assert response.json()["state"] == "rejected_before_dispatch"
+    assert ToolInvocation.objects.get(invocation_id=body["invocation_id"]).reason_code == "secret_unavailable"
 
 
 def test_a_changed_execution_contract_blocks_the_approved_call_and_keeps_the_approval(api_client, alice):

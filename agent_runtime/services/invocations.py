@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
@@ -908,6 +908,14 @@ def _dispatch(
     return _record_outcome(identity, invocation, journal, outcome)
 
 
+INVOCATION_OUTCOME_FIELDS = (
+    "status",
+    "result",
+    "business_status",
+    "reason_code",
+    "completed_at",
+    "updated_at",
+)
 JOURNAL_OUTCOME_FIELDS = (
     "state",
     "http_status",
@@ -958,20 +966,56 @@ def _record_outcome(
     journal.duration_ms = outcome.duration_ms
     journal.response_at = now if outcome.kind == http_dispatch.OUTCOME_ANSWERED else None
     journal.completed_at = now
+    try:
+        with transaction.atomic():
+            journal.save(update_fields=JOURNAL_OUTCOME_FIELDS)
+            invocation.save(update_fields=INVOCATION_OUTCOME_FIELDS)
+            _audit(
+                invocation,
+                identity,
+                "outcome",
+                state=state,
+                business_status=business_status,
+                duration_ms=outcome.duration_ms,
+                reason=outcome.error or None,
+            )
+    except DatabaseError:
+        # The business system answered but the outcome could not be recorded (e.g. the ledger
+        # failed): keep what it said, as degraded evidence, and never send the call again.
+        return _evidence_degraded(identity, invocation, journal, outcome)
+    return result
+
+
+def _evidence_degraded(
+    identity: AgentIdentity,
+    invocation: ToolInvocation,
+    journal: ToolCallJournal,
+    outcome: http_dispatch.DispatchOutcome,
+) -> dict[str, Any]:
+    """``reconciliation_required`` with the answer kept on the journal (state ``evidence_degraded``).
+    If even this cannot be written, the error propagates: the invocation stays ``dispatching``, and
+    whoever takes its lock next finds it abandoned (``worker_lost``) — still never resent."""
+    invocation.refresh_from_db()
+    result = _result_for(
+        invocation,
+        "reconciliation_required",
+        TEXT_UNKNOWN.format(reason="evidence_degraded", key=journal.idempotency_key or "n/a"),
+    )
     with transaction.atomic():
-        journal.save(update_fields=JOURNAL_OUTCOME_FIELDS)
-        invocation.save(
-            update_fields=["status", "result", "business_status", "reason_code", "completed_at", "updated_at"]
-        )
-        _audit(
-            invocation,
-            identity,
-            "outcome",
-            state=state,
-            business_status=business_status,
+        ToolCallJournal.objects.filter(pk=journal.pk).update(
+            state=ToolCallJournal.State.EVIDENCE_DEGRADED,
+            http_status=outcome.status,
+            ok=outcome.ok,
+            text=outcome.text[: http_dispatch.RESULT_TEXT_MAX_CHARS],
+            error="outcome_not_recorded",
             duration_ms=outcome.duration_ms,
-            reason=outcome.error or None,
+            response_at=timezone.now(),
         )
+        invocation.status = ToolInvocation.Status.RECONCILIATION_REQUIRED
+        invocation.reason_code = "evidence_degraded"
+        invocation.result = result
+        invocation.save(update_fields=["status", "reason_code", "result", "updated_at"])
+        _audit(invocation, identity, "reconciliation_required", reason="evidence_degraded")
     return result
 
 

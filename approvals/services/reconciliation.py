@@ -45,6 +45,7 @@ def journal_resolve(
             and journal.state
             in (
                 ToolCallJournal.State.UNCERTAIN,
+                ToolCallJournal.State.EVIDENCE_DEGRADED,
                 ToolCallJournal.State.DISPATCHING,
             )
         )

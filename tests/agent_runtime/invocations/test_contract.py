@@ -528,6 +528,49 @@ def test_an_approved_call_whose_snapshot_does_not_hold_is_never_sent(
     assert post(api_client, alice, resume_url(body["invocation_id"]), {}).json() == result
 
 
+def test_an_answer_that_cannot_be_recorded_is_kept_as_degraded_evidence_and_never_resent(
+    api_client, alice, shop, monkeypatch
+):
+    from django.db import DatabaseError
+
+    from agent_runtime.services import invocations as service
+
+    real_audit = service._audit
+
+    def failing_outcome(invocation, identity, action, **data):
+        if action == "outcome":
+            raise DatabaseError("the ledger is unavailable")
+        return real_audit(invocation, identity, action, **data)
+
+    monkeypatch.setattr(service, "_audit", failing_outcome)
+    tickets = _tickets(shop)
+    body, response = _invoke(api_client, alice, "create_ticket", {"subject": "Lost", "message": "answer"})
+    result = response.json()
+    assert (response.status_code, result["state"], result["auto_retry_allowed"]) == (
+        200,
+        "reconciliation_required",
+        False,
+    )
+    invocation = ToolInvocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation.reason_code == "evidence_degraded"
+    assert (invocation.journal.state, invocation.journal.http_status) == ("evidence_degraded", 201)
+    assert "TCK-" in invocation.journal.text  # what the shop answered is kept for the operator
+    monkeypatch.setattr(service, "_audit", real_audit)
+    for url in (INVOKE_URL, resume_url(body["invocation_id"])):
+        again = post(api_client, alice, url, body if url == INVOKE_URL else {}).json()
+        assert again["state"] == "reconciliation_required"
+    assert _tickets(shop) == tickets + 1
+    # An operator confirms it from the kept answer; the agent then learns it executed.
+    from approvals.services.reconciliation import journal_resolve
+    from bailing.audit.actor import Actor
+
+    journal_resolve(
+        invocation=invocation, resolution="executed", evidence="TCK in the shop", actor=Actor.system("op")
+    )
+    assert post(api_client, alice, resume_url(body["invocation_id"]), {}).json()["state"] == "executed"
+    assert _tickets(shop) == tickets + 1
+
+
 def test_an_unreachable_business_system_is_rejected_before_dispatch(api_client, alice, shop):
     provider = ToolProvider.objects.get(name="demo-shop")
     with socket.socket() as probe:

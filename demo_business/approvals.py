@@ -1,6 +1,6 @@
 """The business side of tool approvals: the hub's webhook in, a manager's decision out.
 
-Wire contract (upstream BailingHub, ``bailing.approval-decision.v1``):
+Wire contract (BailingHub, ``bailing.approval-decision.v1``):
 
 * **In** ``POST /approvals`` from the hub, body ``kind: "tool_approval_request"``, signed with the
   agent client's Client Token: ``X-Bailing-Timestamp`` (milliseconds) and ``X-Bailing-Signature:

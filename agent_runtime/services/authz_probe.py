@@ -6,7 +6,7 @@ declares ``x-bailing-authz-probe`` gets, after every successful refresh, one req
 like a tool call whose ``X-Bailing-On-Behalf-Of`` is the synthetic subject :data:`PROBE_SUBJECT`. A
 business that authorizes by subject refuses it; one that only checks the signature lets it through.
 
-**Declaration** (upstream's two forms): at the spec root ``"x-bailing-authz-probe": {"method":
+**Declaration** (BailingHub's two forms): at the spec root ``"x-bailing-authz-probe": {"method":
 "POST"|"GET", "path": "/...", "operationId"?: name}`` (method defaults to ``POST``), or
 ``"x-bailing-authz-probe": true`` on a ``get``/``post`` operation whose path has no template
 variables. The root declaration wins; otherwise the first marked operation in document order. The
@@ -17,7 +17,7 @@ on ``base_url``'s origin and signed exactly as sent.
 "bailing-authz-probe", "expect": "deny"}``; ``GET`` has no body. Headers: the tool-call signature
 (``bailing.signing.sign_tool_request``) over method, path, body, the probe subject and job id
 ``probe``, plus ``X-Bailing-Client: __probe__`` and ``X-Bailing-Tool-Scope: __probe__.authz``, as
-upstream sends them. The provider's ``timeout_ms`` is the overall deadline; no redirects, no proxy
+BailingHub sends them. The provider's ``timeout_ms`` is the overall deadline; no redirects, no proxy
 environment, at most :data:`PROBE_BODY_MAX_BYTES` of answer read. Never inside a transaction.
 
 **Outcome** (``ToolProvider.authz_probe``): ``{status, http?, tool?, mode?, requires_subject?,
@@ -26,7 +26,7 @@ the compiled tools, which this hub does not do) and ``requires_subject`` always 
 
 =================  =============================================================================
 ``pass``           401/403 (``nobody_refused``), or a 2xx whose JSON says ``authorized``/``allow``/
-                   ``allowed``/``ok`` is ``false`` (``nobody_denied``: upstream's demo answers so)
+                   ``allowed``/``ok`` is ``false`` (``nobody_denied``: BailingHub's demo business answers so)
 ``suspect``        any other 2xx: the nobody subject was served (``nobody_authorized`` when the
                    body says ``true``, else ``nobody_served``)
 ``inconclusive``   any other status (``unexpected_status``: redirects, 404, 5xx...), no answer

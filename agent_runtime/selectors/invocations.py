@@ -9,13 +9,23 @@ from django.utils import timezone
 
 from agent_runtime import errors
 from agent_runtime.identity import AgentIdentity
+from agent_runtime.invocation_results import TEXT_UNKNOWN, invocation_result
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
-from agent_runtime.selectors.catalog import route_catalog
-from agent_runtime.selectors.routes import route_for_identity
+from agent_runtime.selectors.catalog import Catalog, route_catalog
+from agent_runtime.selectors.routes import WorkspaceAccess, route_for_identity
 from bailing.api.timefmt import utc_iso
 
 RECEIPT_SCHEMA = "bailing.agent-invocation-receipt.v1"
 INSPECTION_SCHEMA = "bailing.agent-invocation-inspection-capabilities.v1"
+
+
+def invocation_surface(*, identity: AgentIdentity, route_key: str) -> tuple[WorkspaceAccess, Catalog]:
+    """The route gate, ``tools.agent_direct`` (403 ``agent_direct_disabled``) and the caller's catalog:
+    what every invocation request and receipt checks first."""
+    access = route_for_identity(identity=identity, route_key=route_key, runtime=False)
+    if not access.effective["tools"]["agent_direct"]["enabled"]:
+        raise errors.AgentDirectDisabled()
+    return access, route_catalog(route=access.route, identity=identity, effective=access.effective)
 
 
 def inspection_capabilities() -> dict[str, Any]:
@@ -60,10 +70,7 @@ def invocation_receipt(*, identity: AgentIdentity, invocation_id: str, holder_al
     for the next resume to record).
     """
     invocation = invocation_get_for_session(identity=identity, invocation_id=invocation_id)
-    access = route_for_identity(identity=identity, route_key=invocation.route_key, runtime=False)
-    if not access.effective["tools"]["agent_direct"]["enabled"]:
-        raise errors.AgentDirectDisabled()
-    catalog = route_catalog(route=access.route, identity=identity, effective=access.effective)
+    _, catalog = invocation_surface(identity=identity, route_key=invocation.route_key)
     if catalog.tool(invocation.tool) is None:
         raise errors.CapabilityChanged()
     journal: ToolCallJournal | None = getattr(invocation, "journal", None)
@@ -72,8 +79,6 @@ def invocation_receipt(*, identity: AgentIdentity, invocation_id: str, holder_al
     if invocation.status == ToolInvocation.Status.DISPATCHING:
         result, source = None, "none"
         if not holder_alive:
-            from agent_runtime.services.invocations import TEXT_UNKNOWN, invocation_result
-
             result = invocation_result(
                 invocation_id=invocation.invocation_id,
                 route=invocation.route_key,

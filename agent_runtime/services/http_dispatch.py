@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agent_runtime.invocation_results import result_text
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.jsjson import js_string, js_stringify
 from bailing.api.limits import utf16_length
@@ -46,7 +47,6 @@ from bailing.signing import (
     sign_tool_request,
 )
 
-RESULT_TEXT_MAX_CHARS = 8192
 # A response body beyond this is not read further (the result text keeps 8,192 characters anyway).
 RESPONSE_READ_MAX_BYTES = 1024 * 1024
 _BODYLESS = frozenset({"GET", "HEAD"})
@@ -105,13 +105,6 @@ def _form_encode(text: str) -> str:
         else:
             out.append(f"%{byte:02X}")
     return "".join(out)
-
-
-def result_text(raw: str) -> str:
-    """A business response body as the agent sees it: control characters become spaces, at most
-    8,192 characters (the result's bound)."""
-    cleaned = "".join(" " if (ord(ch) < 0x20 and ch not in "\t\n\r") or ord(ch) == 0x7F else ch for ch in raw)
-    return cleaned.strip()[:RESULT_TEXT_MAX_CHARS]
 
 
 ERROR_TEXT_MAX_CHARS = 2048

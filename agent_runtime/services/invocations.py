@@ -35,10 +35,17 @@ from jsonschema import Draft202012Validator
 
 from agent_runtime import errors
 from agent_runtime.identity import AgentIdentity
+from agent_runtime.invocation_results import (
+    INVOCATION_SCHEMA,
+    RESULT_TEXT_MAX_CHARS,
+    TEXT_UNKNOWN,
+    invocation_result,
+)
 from agent_runtime.models import AgentRun, ProviderTool, ToolApproval, ToolCallJournal, ToolInvocation
 from agent_runtime.secrets_box import SealedSecretError, open_sealed, seal
-from agent_runtime.selectors.catalog import Catalog, CatalogTool, route_catalog
-from agent_runtime.selectors.routes import WorkspaceAccess, route_for_identity
+from agent_runtime.selectors.catalog import Catalog, CatalogTool
+from agent_runtime.selectors.invocations import invocation_surface
+from agent_runtime.selectors.routes import WorkspaceAccess
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.services import http_dispatch
 from agent_runtime.services.approval_requests import approval_request_create
@@ -57,7 +64,6 @@ from bailing.api.jsjson import js_canonical, js_normalized
 from bailing.api.timefmt import utc_iso
 from bailing.audit.ledger import AuditEntry, audit_record_many
 
-INVOCATION_SCHEMA = "bailing.agent-tool-invocation.v1"
 EXECUTION_SCHEMA = "bailing.agent-tool-execution.v1"
 ARGUMENTS_MAX_BYTES = 1_048_576
 ENVELOPE_MAX_BYTES = 2_097_152
@@ -87,11 +93,6 @@ TEXT_AWAITING = (
 )
 TEXT_DENIED = "The approver denied this call (approval #{approval_id}); nothing was sent."
 TEXT_EXPIRED = "Approval #{approval_id} expired undecided; nothing was sent."
-TEXT_UNKNOWN = (
-    "The outcome is unknown ({reason}): the request was sent but no complete answer came back. The hub "
-    "will not send it again. Do not repeat this action with a new call or another tool; an operator must "
-    "check the business system (idempotency key {key})."
-)
 TEXT_REJECTED = {
     "subject_required": "This tool acts on behalf of a signed-in business user, and this session has none.",
     "arguments_invalid": "The arguments do not match the tool's input schema at {field}; nothing was sent.",
@@ -126,38 +127,6 @@ class InvocationRequest:
 
 
 # --- results --------------------------------------------------------------------------------------------
-def invocation_result(
-    *,
-    invocation_id: str,
-    route: str,
-    tool: str,
-    state: str,
-    text: str,
-    ok: bool = False,
-    auto_retry_allowed: bool = False,
-    business_status: int | None = None,
-    approval_id: int | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """The public result, in the wire's key order; ``text`` is at most 8,192 characters."""
-    body: dict[str, Any] = {
-        "schema_version": INVOCATION_SCHEMA,
-        "invocation_id": invocation_id,
-        "route": route,
-        "tool": tool,
-        "state": state,
-        "ok": ok,
-        "auto_retry_allowed": auto_retry_allowed,
-        "text": http_dispatch.result_text(text),
-    }
-    if business_status is not None:
-        body["business_status"] = business_status
-    if approval_id is not None:
-        body["approval_id"] = approval_id
-    body.update(extra)
-    return body
-
-
 def _result_for(invocation: ToolInvocation, state: str, text: str, **kwargs: Any) -> dict[str, Any]:
     return invocation_result(
         invocation_id=invocation.invocation_id,
@@ -424,13 +393,6 @@ def _approval_outcome(ctx: _ToolContext, arguments: dict[str, Any]) -> ApprovalP
 
 
 # --- entry points -----------------------------------------------------------------------------------------
-def _surface(identity: AgentIdentity, route_key: str) -> tuple[WorkspaceAccess, Catalog]:
-    access = route_for_identity(identity=identity, route_key=route_key, runtime=False)
-    if not access.effective["tools"]["agent_direct"]["enabled"]:
-        raise errors.AgentDirectDisabled()
-    return access, route_catalog(route=access.route, identity=identity, effective=access.effective)
-
-
 def invocation_create(*, identity: AgentIdentity, request: InvocationRequest) -> dict[str, Any]:
     """Create (or replay) the invocation ``request`` and carry it as far as the rules allow.
 
@@ -441,7 +403,7 @@ def invocation_create(*, identity: AgentIdentity, request: InvocationRequest) ->
     # What a JavaScript peer holds after JSON.parse: the snapshot, the hash and the request sent all
     # use this one value (1.0 is 1, an integer beyond 2^53 the nearest double).
     request = replace(request, arguments=js_normalized(request.arguments))
-    access, catalog = _surface(identity, request.route)
+    access, catalog = invocation_surface(identity=identity, route_key=request.route)
     args_hash = arguments_hash(request.arguments)
     request_hash = _request_hash(request, args_hash)
     coords = (request.invocation_id, request.route, request.tool)
@@ -501,7 +463,7 @@ def invocation_resume(*, identity: AgentIdentity, invocation_id: str) -> dict[st
     known = ToolInvocation.objects.filter(session_id=identity.session.pk, invocation_id=invocation_id).first()
     if known is None:
         raise errors.InvocationNotFound()
-    access, catalog = _surface(identity, known.route_key)
+    access, catalog = invocation_surface(identity=identity, route_key=known.route_key)
     with invocation_lock(identity.session.pk, invocation_id) as held:
         if not held:
             return _result_for(known, "in_progress", TEXT_IN_PROGRESS, auto_retry_allowed=True)
@@ -1006,7 +968,7 @@ def _evidence_degraded(
             state=ToolCallJournal.State.EVIDENCE_DEGRADED,
             http_status=outcome.status,
             ok=outcome.ok,
-            text=outcome.text[: http_dispatch.RESULT_TEXT_MAX_CHARS],
+            text=outcome.text[:RESULT_TEXT_MAX_CHARS],
             error="outcome_not_recorded",
             duration_ms=outcome.duration_ms,
             response_at=timezone.now(),

@@ -10,6 +10,7 @@ a human decision to the exact arguments by their ``args_hash``.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -188,6 +189,14 @@ class ToolApproval(models.Model):
 
     def __str__(self) -> str:
         return f"approval #{self.pk} {self.tool} ({self.status})"
+
+    def is_due(self, now: datetime | None = None) -> bool:
+        """Pending past its expiry (``BAILING_APPROVAL_TTL_SECONDS``): it acts as expired."""
+        return (
+            self.status == self.Status.PENDING
+            and self.expires_at is not None
+            and self.expires_at <= (now or timezone.now())
+        )
 
 
 class ApprovalNotification(models.Model):

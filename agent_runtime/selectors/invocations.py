@@ -49,13 +49,7 @@ def _approval_view(invocation: ToolInvocation) -> dict[str, Any]:
     approval: ToolApproval | None = getattr(invocation, "approval", None)
     if approval is None:
         return {"status": "none"}
-    status = approval.status
-    if (
-        status == ToolApproval.Status.PENDING
-        and approval.expires_at is not None
-        and approval.expires_at <= timezone.now()
-    ):
-        status = ToolApproval.Status.EXPIRED
+    status = ToolApproval.Status.EXPIRED if approval.is_due() else approval.status
     # An expired approval acts as denied; the receipt's vocabulary has no fifth value.
     shown = "denied" if status == ToolApproval.Status.EXPIRED else status
     return {"status": shown, "approval_id": approval.pk}

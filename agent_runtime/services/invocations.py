@@ -683,11 +683,7 @@ def _continue(
 
 
 def _expire_if_due(approval: ToolApproval) -> ToolApproval:
-    if (
-        approval.status == ToolApproval.Status.PENDING
-        and approval.expires_at is not None
-        and approval.expires_at <= timezone.now()
-    ):
+    if approval.is_due():
         ToolApproval.objects.filter(pk=approval.pk, status=ToolApproval.Status.PENDING).update(
             status=ToolApproval.Status.EXPIRED
         )

@@ -78,11 +78,7 @@ def approval_decide(
             if value != expected:
                 raise InvalidRequest("The decision does not match the approval's frozen call.", field=name)
         now = timezone.now()
-        if (
-            approval.status == ToolApproval.Status.PENDING
-            and approval.expires_at
-            and approval.expires_at <= now
-        ):
+        if approval.is_due(now):
             approval.status = ToolApproval.Status.EXPIRED
             approval.save(update_fields=["status"])
         if approval.status != ToolApproval.Status.PENDING:

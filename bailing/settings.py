@@ -227,6 +227,16 @@ AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=6
 # Threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: all cores).
 BAILING_EMBEDDING_THREADS = env.int("BAILING_EMBEDDING_THREADS", default=0)
 
+# --- Knowledge answers (knowledge/services/answers.py) ------------------------------------------------
+# An OpenAI-compatible chat endpoint that writes cited answers from retrieved excerpts: the base URL
+# up to and including the version (POST {url}/chat/completions). Empty => extractive answers (no model).
+BAILING_ANSWER_CHAT_URL = env.str("BAILING_ANSWER_CHAT_URL", default="").strip()
+BAILING_ANSWER_CHAT_MODEL = env.str("BAILING_ANSWER_CHAT_MODEL", default="").strip()
+# Sent as "Authorization: Bearer <key>" when set; never logged or shown.
+BAILING_ANSWER_CHAT_API_KEY = env.str("BAILING_ANSWER_CHAT_API_KEY", default="")
+# Seconds the chat request may wait at each step (connect, model time) and to read the whole answer.
+BAILING_ANSWER_CHAT_TIMEOUT = env.float("BAILING_ANSWER_CHAT_TIMEOUT", default=30.0)
+
 # --- Governed tool invocations and approvals ---------------------------------------------------------
 # An approval left undecided this long acts as denied (0 = approvals never expire).
 BAILING_APPROVAL_TTL_SECONDS = env.int("BAILING_APPROVAL_TTL_SECONDS", default=0)

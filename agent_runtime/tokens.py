@@ -17,6 +17,9 @@ AUTH_CODE_PREFIX = "bhc_"
 ACCESS_TOKEN_PREFIX = "bha_"
 REFRESH_TOKEN_PREFIX = "bhr_"
 CLIENT_TOKEN_PREFIX = "bct_"
+# OAuth client ids of dynamically registered MCP clients: public identifiers, not secrets (stored as
+# they are), but as unguessable as a secret so a registration cannot be found by guessing.
+OAUTH_CLIENT_ID_PREFIX = "bhm_"
 # Prefix + 43 base64url characters; anything shorter than this is rejected before hashing.
 MIN_TOKEN_LENGTH = 40
 DISPLAY_PREFIX_LENGTH = 10

@@ -222,6 +222,9 @@ AGENT_AUTH_ACCESS_TTL = 900
 AGENT_AUTH_REFRESH_TTL = 30 * 24 * 3600
 AGENT_AUTH_CREATE_LIMIT = 10
 AGENT_AUTH_CREATE_WINDOW = 60
+# Dynamic registrations of MCP clients (POST /oauth/register) per caller IP address and window (s).
+OAUTH_REGISTER_LIMIT = env.int("OAUTH_REGISTER_LIMIT", default=20)
+OAUTH_REGISTER_WINDOW = env.int("OAUTH_REGISTER_WINDOW", default=3600)
 # last_seen_at is touched at most this often per session, so reads stay reads.
 AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=60)
 # Threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: all cores).

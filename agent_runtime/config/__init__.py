@@ -8,7 +8,11 @@ validated by ``knowledge.config``, which registers its section here. This packag
 other modules use.
 """
 
-from agent_runtime.config.clients import CLIENT_DEFAULT_RATE_LIMIT, validate_client_config
+from agent_runtime.config.clients import (
+    CLIENT_DEFAULT_RATE_LIMIT,
+    check_clients_config,
+    validate_client_config,
+)
 from agent_runtime.config.defaults import (
     AGENT_CLIENT_DEFAULTS,
     AUDIENCE_DEFAULTS,
@@ -46,6 +50,7 @@ __all__ = [
     "TOOLS_DEFAULTS",
     "ConfigError",
     "ConfigSection",
+    "check_clients_config",
     "config_section_register",
     "config_sections",
     "origin_path_problem",

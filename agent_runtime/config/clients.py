@@ -10,6 +10,7 @@ from agent_runtime.config.fields import (
     URL_MAX,
     ConfigError,
     field_path,
+    item_path,
     line_reader,
     read_boolean,
     read_choice,
@@ -41,6 +42,7 @@ CLIENT_FIELDS = (
     "budget",
     "agent_authorize_url",
     "hub_consent",
+    "mcp_sign_in",
 )
 _CLIENT_KEYS = ("app_id", *CLIENT_FIELDS)
 _BUDGET_KEYS = ("enabled", "window", "window_hours", "hard_cost_usd", "hard_tokens")
@@ -99,6 +101,7 @@ def validate_client_config(data: dict, *, path: str) -> dict:
         "budget": None,
         "agent_authorize_url": "",
         "hub_consent": False,
+        "mcp_sign_in": False,
     }
     if "description" in data:
         result["description"] = read_string(
@@ -133,4 +136,22 @@ def validate_client_config(data: dict, *, path: str) -> dict:
         result["agent_authorize_url"] = url
     if "hub_consent" in data:
         result["hub_consent"] = read_boolean(data["hub_consent"], field_path(path, "hub_consent"))
+    if "mcp_sign_in" in data:
+        sign_in_path = field_path(path, "mcp_sign_in")
+        result["mcp_sign_in"] = read_boolean(data["mcp_sign_in"], sign_in_path)
+        if result["mcp_sign_in"] and not (result["hub_consent"] or result["agent_authorize_url"]):
+            raise ConfigError(sign_in_path, "needs an agent client: set hub_consent or agent_authorize_url")
     return result
+
+
+def check_clients_config(items: list[dict]) -> None:
+    """Checks across the validated ``clients[]`` of one document: at most one has ``mcp_sign_in``."""
+    first: int | None = None
+    for i, item in enumerate(items):
+        if item["mcp_sign_in"]:
+            if first is not None:
+                raise ConfigError(
+                    field_path(item_path("clients", i), "mcp_sign_in"),
+                    f"only one client may have it (first at clients[{first}])",
+                )
+            first = i

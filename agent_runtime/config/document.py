@@ -26,7 +26,8 @@ class ConfigSection:
     ``(row, action, changed_fields)`` and, in a dry run, ``diff(row_or_None, data)`` → changed
     fields; ``check_dry_run(changed, path=…)`` may refuse a change a dry run must report (a locked
     field); ``prepare(items)`` runs before the transaction (reading secrets, compiling specs);
-    ``notes(data, row, action, ctx)`` explains what an operator still has to do.
+    ``notes(data, row, action, ctx)`` explains what an operator still has to do;
+    ``check_items(items)`` checks rules across the section's validated items (raises ``ConfigError``).
     """
 
     name: str
@@ -40,6 +41,7 @@ class ConfigSection:
     prepare: Callable[[list[dict]], list[dict]] | None = None
     check_dry_run: Callable[[list[str], str], None] | None = None
     notes: Callable[..., list[str]] | None = field(default=None)
+    check_items: Callable[[list[dict]], None] | None = None
 
 
 _SECTIONS: dict[str, ConfigSection] = {}
@@ -82,5 +84,7 @@ def validate_document(document: Any) -> dict[str, list[dict]]:
                 )
             first_seen[key] = i
             validated.append(checked)
+        if section.check_items is not None:
+            section.check_items(validated)
         result[section.name] = validated
     return result

@@ -30,6 +30,8 @@ def consent_kinds(client: Client) -> list[str]:
         kinds.append("business page")
     if client.hub_consent:
         kinds.append("hub")
+    if client.mcp_sign_in and kinds:
+        kinds.append("MCP sign-in")
     return kinds or ["none"]
 
 
@@ -102,6 +104,9 @@ class ClientCreateView(ConsoleView, FormView):
             return self.form_invalid(form)
         try:
             client = client_create(data=data, actor=Actor.user(self.request.user))
+        except ConfigError as exc:
+            form.add_config_error(exc.path, exc.reason)
+            return self.form_invalid(form)
         except ClientExists as exc:
             form.add_error("app_id", exc.message)
             return self.form_invalid(form)

@@ -2,10 +2,13 @@
 
 The signed-in hub user approves an agent to act on their own behalf: the principal is that user and
 their roles, never something the page lets them type. Approve and deny both end in a redirect to the
-agent's loopback URI that the service generated; that is the only place this page ever navigates.
+agent's loopback URI (or, for a standard MCP sign-in, the OAuth client's registered redirect) that the
+service generated; that is the only place this page ever navigates.
 """
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
@@ -21,7 +24,7 @@ from agent_runtime.services.agent_auth.authorizations import (
     authorization_effective_status,
     authorization_get_for_hub_consent,
 )
-from agent_runtime.validation import loopback_redirect_problem
+from agent_runtime.validation import is_loopback_host, loopback_redirect_problem, oauth_redirect_problem
 from bailing.api.errors import ApiError, InvalidRequest, NotFound
 from bailing.audit.actor import Actor
 from bailing.ui.mixins import ConsoleView
@@ -107,6 +110,26 @@ def _principal(user) -> dict:
     return {"id": user.get_username(), "roles": sorted(user.groups.values_list("name", flat=True))}
 
 
+def redirect_problem(authorization: AgentAuthorization, redirect_uri: str) -> str | None:
+    """Why the page must not send the browser to ``redirect_uri`` (the decision's redirect), or None."""
+    if authorization.oauth_client_id is not None:
+        return oauth_redirect_problem(redirect_uri)
+    return loopback_redirect_problem(redirect_uri.split("?", 1)[0])
+
+
+def mcp_client_view(authorization: AgentAuthorization) -> dict | None:
+    """For a standard MCP sign-in: the OAuth client's self-asserted name and where the browser goes
+    back to (the redirect's host and port, and whether that is this computer)."""
+    if authorization.oauth_client_id is None:
+        return None
+    parts = urlsplit(authorization.redirect_uri)
+    return {
+        "name": authorization.oauth_client.client_name,
+        "redirect_host": parts.netloc,
+        "loopback": is_loopback_host(parts.hostname or ""),
+    }
+
+
 class ConsentView(ConsoleView, View):
     permission_required = "agent_runtime.consent_agentauthorization"
     http_method_names = ["get", "post"]
@@ -116,6 +139,7 @@ class ConsentView(ConsoleView, View):
         context = {
             "authorization": authorization,
             "client": authorization.client,
+            "mcp_client": mcp_client_view(authorization),
             "form": form,
             "principal_id": principal["id"],
             "principal_roles": principal["roles"],
@@ -164,8 +188,9 @@ class ConsentView(ConsoleView, View):
                 redirect_uri = authorization_deny(authorization_id=authorization.id, client=None, actor=actor)
         except ApiError as exc:
             return _problem_page(request, exc)
-        # Defence in depth: the service built this URI from the validated loopback redirect; refuse
-        # to navigate anywhere else even if that ever changed.
-        if loopback_redirect_problem(redirect_uri.split("?", 1)[0]) is not None:
+        # Defence in depth: the service built this URI from the validated redirect (loopback for Agent
+        # Auth v1, a registered redirect of the OAuth client for a standard MCP sign-in); refuse to
+        # navigate anywhere else even if that ever changed.
+        if redirect_problem(authorization, redirect_uri) is not None:
             return error_page(request, status=500, title="Internal error", code="internal_error")
         return HttpResponseRedirect(redirect_uri)

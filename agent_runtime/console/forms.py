@@ -37,6 +37,14 @@ class ClientCreateForm(forms.Form):
         label="Hub consent",
         help_text="Let signed-in hub users approve agent sign-ins on the hub's own consent page.",
     )
+    mcp_sign_in = forms.BooleanField(
+        required=False,
+        label="MCP sign-in",
+        help_text=(
+            "Generic MCP clients that register dynamically sign in as this client "
+            "(at most one client; needs hub consent or an agent authorize URL)."
+        ),
+    )
     rate_limit_per_min = forms.IntegerField(
         min_value=0, initial=60, label="Rate limit per minute", help_text="0 = unlimited."
     )
@@ -53,6 +61,7 @@ class ClientCreateForm(forms.Form):
             "allowed_channels": [],
             "rate_limit_per_min": data["rate_limit_per_min"],
             "hub_consent": data["hub_consent"],
+            "mcp_sign_in": data["mcp_sign_in"],
         }
         if data["agent_authorize_url"]:
             config["agent_authorize_url"] = data["agent_authorize_url"]

@@ -15,6 +15,7 @@ from agent_runtime.models.invocations import (
     ToolCallJournal,
     ToolInvocation,
 )
+from agent_runtime.models.oauth import OAuthClient
 from agent_runtime.models.routes import Route
 from agent_runtime.models.runs import AgentConversation, AgentRun, VisibleMessage
 from agent_runtime.models.tools import ProviderTool, ToolProvider
@@ -28,6 +29,7 @@ __all__ = [
     "ApprovalNotification",
     "Client",
     "ClientRateWindow",
+    "OAuthClient",
     "ProviderTool",
     "RateBucket",
     "Route",

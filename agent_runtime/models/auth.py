@@ -51,6 +51,14 @@ class AgentAuthorization(models.Model):
         "AgentSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="authorization"
     )
     created_ip = models.GenericIPAddressField(null=True, blank=True)
+    # The OAuth client (standard MCP sign-in) that started this sign-in, or None for an Agent Auth v1
+    # sign-in. Its code and refresh tokens work only for that OAuth client. RESTRICT, not SET_NULL
+    # (clearing it would turn a bound sign-in into an unbound one that the v1 front door accepts)
+    # and not CASCADE (deleting a registration would delete sessions with their runs and tool-call
+    # journals): a registration with sign-ins cannot be deleted on its own, only with its Client.
+    oauth_client = models.ForeignKey(
+        "OAuthClient", null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -90,6 +98,10 @@ class AgentSession(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_by = models.CharField(max_length=200, blank=True, default="")
     revoke_reason = models.CharField(max_length=64, blank=True, default="")
+    # See AgentAuthorization.oauth_client: copied from the authorization at the code exchange.
+    oauth_client = models.ForeignKey(
+        "OAuthClient", null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 
@@ -12,6 +13,10 @@ class Client(models.Model):
     An agent host signs in through Agent Auth v1 when it has a business consent page
     (``agent_authorize_url``) or when ``hub_consent`` lets a signed-in hub user approve on the hub's
     own consent page. ``allowed_routes`` may contain ``"*"`` for every route.
+
+    ``mcp_sign_in`` marks the one agent client that generic MCP clients registering through the
+    hub's standard OAuth endpoints sign in as (docs/protocol.md "Standard OAuth sign-in for MCP
+    clients"); at most one client has it, and only an agent client may.
     """
 
     app_id = models.CharField(max_length=64, unique=True)
@@ -24,6 +29,10 @@ class Client(models.Model):
     budget = models.JSONField(null=True, blank=True)
     agent_authorize_url = models.CharField(max_length=2048, blank=True, default="")
     hub_consent = models.BooleanField(default=False)
+    mcp_sign_in = models.BooleanField(
+        default=False,
+        help_text="Generic MCP clients that register dynamically sign in as this client.",
+    )
     token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True, editable=False)
     token_prefix = models.CharField(max_length=16, blank=True, default="", editable=False)
     # A sealed copy (AES-256-GCM, see agent_runtime.secrets_box) beside the hash: the hub must sign
@@ -36,6 +45,15 @@ class Client(models.Model):
 
     class Meta:
         ordering = ["app_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["mcp_sign_in"], condition=Q(mcp_sign_in=True), name="one_mcp_sign_in_client"
+            ),
+            models.CheckConstraint(
+                condition=Q(mcp_sign_in=False) | Q(hub_consent=True) | ~Q(agent_authorize_url=""),
+                name="mcp_sign_in_agent_client",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.app_id

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agent_runtime.config import ConfigError
 from agent_runtime.config.clients import CLIENT_FIELDS
 from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
@@ -25,8 +26,12 @@ def client_create(*, data: dict, actor: Actor) -> Client:
 
     Unlike a config file's upsert, creating never overwrites: the unique App ID decides in the
     database, so of two concurrent creates exactly one wins and the other gets the error. The new
-    client has no Client Token until one is rotated.
+    client has no Client Token until one is rotated. ``mcp_sign_in`` while another client has it is
+    a ``ConfigError`` at ``client.mcp_sign_in`` (at most one client has it).
     """
+    taken = ConfigError("client.mcp_sign_in", "another client already has it")
+    if data.get("mcp_sign_in") and Client.objects.filter(mcp_sign_in=True).exists():
+        raise taken
     try:
         with transaction.atomic():
             client = Client.objects.create(
@@ -40,9 +45,16 @@ def client_create(*, data: dict, actor: Actor) -> Client:
                 target_id=client.app_id,
                 data={"fields": list(CLIENT_FIELDS)},
             )
-    except IntegrityError:
+    except IntegrityError as exc:
+        if _violated_constraint(exc) == "one_mcp_sign_in_client":
+            raise taken from None
         raise ClientExists() from None
     return client
+
+
+def _violated_constraint(exc: IntegrityError) -> str | None:
+    diag = getattr(exc.__cause__, "diag", None)
+    return getattr(diag, "constraint_name", None)
 
 
 def client_token_rotate(*, client: Client, actor: Actor) -> str:

@@ -33,6 +33,7 @@ from django.db import IntegrityError, models, transaction
 from agent_runtime.config import (
     ConfigError,
     ConfigSection,
+    check_clients_config,
     config_section_register,
     config_sections,
     validate_client_config,
@@ -167,7 +168,27 @@ def _audit_route(actor: Actor) -> Callable[[str, models.Model, list[str]], None]
     return audit
 
 
+def mcp_sign_in_holder(*, except_app_id: str) -> str | None:
+    """The App ID of the client other than ``except_app_id`` that has ``mcp_sign_in``, if any."""
+    return (
+        Client.objects.filter(mcp_sign_in=True)
+        .exclude(app_id=except_app_id)
+        .values_list("app_id", flat=True)
+        .first()
+    )
+
+
 def _client_upsert(*, data: dict, actor: Actor, path: str = "") -> tuple[Client, str, list[str]]:
+    # At most one client has mcp_sign_in (a partial unique index). Moving it within one document
+    # works when the old holder is listed first with mcp_sign_in: false; otherwise say so instead of
+    # failing on the index.
+    if data["mcp_sign_in"]:
+        holder = mcp_sign_in_holder(except_app_id=data["app_id"])
+        if holder is not None:
+            raise ConfigError(
+                f"{path or 'client'}.mcp_sign_in",
+                f"client {holder} already has it: set it to false there first (earlier in this document)",
+            )
     return _upsert(
         model=Client, key_field="app_id", fields=CLIENT_FIELDS, data=data, audit=_audit_client(actor)
     )
@@ -395,6 +416,7 @@ def config_sections_register_builtin() -> None:
             upsert=_client_upsert,
             diff=changed_fields_diff(CLIENT_FIELDS),
             notes=_client_notes,
+            check_items=check_clients_config,
         )
     )
     config_section_register(

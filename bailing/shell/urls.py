@@ -12,6 +12,8 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False), name="root"),
     path("health", HealthApi.as_view(), name="health"),
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
+    # Standard OAuth sign-in for MCP clients: /.well-known/oauth-authorization-server and /oauth/….
+    path("", include("agent_runtime.api.oauth_urls")),
     path("agent-api/v1/", include("agent_runtime.api.urls")),
     path("agent-api/v1/workspaces/<str:route>/knowledge/", include("knowledge.api.agent_urls")),
     path("kb/", include("knowledge.api.push_urls")),

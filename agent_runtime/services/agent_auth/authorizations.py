@@ -7,15 +7,13 @@ audit chain.
 
 from __future__ import annotations
 
-import ipaddress
-import math
 import uuid
 from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote_plus, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agent_runtime.errors import (
@@ -25,15 +23,20 @@ from agent_runtime.errors import (
     InvalidState,
     RouteNotAllowed,
 )
-from agent_runtime.models import AgentAuthorization, Client
-from agent_runtime.services.agent_auth.common import uuid_or_404
+from agent_runtime.models import AgentAuthorization, Client, OAuthClient
+from agent_runtime.services.agent_auth.common import (
+    normalized_ip,
+    throttle_check,
+    throttle_lock,
+    uuid_or_404,
+)
 from agent_runtime.tokens import (
     AUTH_CODE_PREFIX,
     new_secret,
     secret_hash,
 )
 from agent_runtime.validation import authorize_url_problem
-from bailing.api.errors import InvalidRequest, NotFound, RateLimited
+from bailing.api.errors import InvalidRequest, NotFound
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
@@ -42,15 +45,6 @@ from bailing.signing import is_sendable_header_value
 # Namespace of the creation-throttle advisory locks (two-int4 key space, disjoint from the audit
 # chain's single-bigint key).
 _THROTTLE_LOCK_NAMESPACE = 0x62684341  # "bhCA"
-
-
-def _normalized_ip(ip: str | None) -> str | None:
-    if not ip:
-        return None
-    try:
-        return str(ipaddress.ip_address(ip))
-    except ValueError:
-        return None
 
 
 def _with_query(url: str, *, drop: set[str], add: list[tuple[str, str]]) -> str:
@@ -68,6 +62,12 @@ def _with_query(url: str, *, drop: set[str], add: list[tuple[str, str]]) -> str:
     ]
     kept.append(urlencode(add))
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "&".join(kept), ""))
+
+
+def redirect_with(url: str, params: list[tuple[str, str]]) -> str:
+    """``url`` (a validated redirect URI) carrying ``params``; the keys the hub sends back to a
+    redirect (``code``, ``error``, ``state`` and those in ``params``) are replaced, never doubled."""
+    return _with_query(url, drop={"code", "error", "state", *(key for key, _ in params)}, add=params)
 
 
 def hub_consent_only(client: Client) -> bool:
@@ -122,10 +122,13 @@ def authorization_create(
     device_label: str,
     code_challenge: str,
     ip: str | None,
+    oauth_client: OAuthClient | None = None,
 ) -> tuple[AgentAuthorization, str]:
     """Open a pending authorization for a local agent and return it with the consent page URL.
 
-    The input is shape-validated by the caller. The client must be an enabled agent client that
+    The input is shape-validated by the caller (the redirect URI by the rules of its front door).
+    ``oauth_client`` is the OAuth client of a standard MCP sign-in that starts it (its code will
+    work only for that OAuth client); None for Agent Auth v1. The client must be an enabled agent client that
     allows every requested route. Creation is throttled per (client, caller IP) by counting the
     rows created in the window under a transaction-scoped advisory lock, so concurrent requests
     cannot both slip under the limit and the throttle survives restarts and multiple workers.
@@ -141,15 +144,10 @@ def authorization_create(
     if client.agent_authorize_url and authorize_url_problem(client.agent_authorize_url) is not None:
         raise AgentAuthorizeUrlInvalid()
 
-    ip = _normalized_ip(ip)
-    limit = settings.AGENT_AUTH_CREATE_LIMIT
+    ip = normalized_ip(ip)
     window = settings.AGENT_AUTH_CREATE_WINDOW
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                [_THROTTLE_LOCK_NAMESPACE, f"{client.app_id}/{ip or '-'}"],
-            )
+        throttle_lock(_THROTTLE_LOCK_NAMESPACE, f"{client.app_id}/{ip or '-'}")
         now = timezone.now()
         # created_ip=None filters IS NULL: callers without an address share one bucket per client.
         recent = list(
@@ -159,10 +157,7 @@ def authorization_create(
             .order_by("created_at")
             .values_list("created_at", flat=True)
         )
-        if len(recent) >= limit:
-            # The next creation fits once enough of the oldest rows have left the window.
-            frees_at = recent[len(recent) - limit] + timedelta(seconds=window)
-            raise RateLimited(retry_after=max(1, math.ceil((frees_at - now).total_seconds())))
+        throttle_check(recent, limit=settings.AGENT_AUTH_CREATE_LIMIT, window=window, now=now)
         authorization = AgentAuthorization.objects.create(
             client=client,
             redirect_uri=redirect_uri,
@@ -171,6 +166,7 @@ def authorization_create(
             device_label=device_label,
             code_challenge=code_challenge,
             created_ip=ip,
+            oauth_client=oauth_client,
             created_at=now,
             expires_at=now + timedelta(seconds=settings.AGENT_AUTH_AUTHORIZATION_TTL),
         )
@@ -186,6 +182,7 @@ def authorization_create(
                 "device_label": device_label,
                 "ip": ip,
                 "hub_consent": hub_consent_only(client),
+                **({"oauth_client_id": oauth_client.client_id} if oauth_client is not None else {}),
             },
         )
     return authorization, _authorization_url(client, authorization.id)
@@ -217,7 +214,9 @@ def authorization_get_for_hub_consent(*, authorization_id) -> AgentAuthorization
     """An authorization that the hub's own consent page may show: its client is enabled and uses
     hub consent (and has no business consent page, which would own the decision instead)."""
     pk = uuid_or_404(authorization_id)
-    authorization = AgentAuthorization.objects.select_related("client", "session").filter(pk=pk).first()
+    authorization = (
+        AgentAuthorization.objects.select_related("client", "session", "oauth_client").filter(pk=pk).first()
+    )
     if (
         authorization is None
         or not authorization.client.enabled

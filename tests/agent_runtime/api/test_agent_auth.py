@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from agent_client import pkce_pair
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession
+from bailing.audit.models import AuditEvent
 from tests.factories import ClientFactory
 
 pytestmark = pytest.mark.django_db
@@ -722,8 +723,16 @@ def test_missing_code_grant_field_is_invalid_request(api_client, business):
 
 def test_code_is_single_use_and_expires(api_client, business):
     authorization_id, code, verifier = approved_code(api_client, business)
-    assert post(api_client, "/token", code_grant(code, verifier)).status_code == 200
+    first = post(api_client, "/token", code_grant(code, verifier))
+    assert first.status_code == 200
     assert_error(post(api_client, "/token", code_grant(code, verifier)), 400, "invalid_grant")
+    # A consumed code presented again leaked (RFC 6749 §4.1.2): the session it produced is revoked.
+    session = AgentSession.objects.get(pk=first.json()["session_id"])
+    assert (session.state, session.revoke_reason) == ("revoked", "code_replay")
+    assert_error(get(api_client, "/session", first.json()["access_token"]), 401, "unauthorized")
+    assert (
+        AuditEvent.objects.filter(action="agent_auth.code.replayed", target_id=authorization_id).count() == 1
+    )
     authorization_id, code, verifier = approved_code(api_client, business)
     AgentAuthorization.objects.filter(pk=authorization_id).update(code_expires_at=timezone.now())
     assert_error(post(api_client, "/token", code_grant(code, verifier)), 400, "invalid_grant")
@@ -751,6 +760,8 @@ def test_parallel_code_exchanges_succeed_exactly_once(business):
     assert sorted(results) == [200] + [400] * 7
     assert AgentSession.objects.count() == 1
     assert AgentRefreshToken.objects.count() == 1
+    # The losers presented a consumed code: that is a replay, which ends the winner's session too.
+    assert AgentSession.objects.get().revoke_reason == "code_replay"
 
 
 def refresh_grant(tokens, overrides=None):

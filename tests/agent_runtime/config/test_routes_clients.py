@@ -56,6 +56,7 @@ def test_client_defaults_are_the_model_columns():
         "budget": None,
         "agent_authorize_url": "",
         "hub_consent": False,
+        "mcp_sign_in": False,
     }
 
 
@@ -76,9 +77,28 @@ def test_client_accepts_every_documented_field():
         },
         "agent_authorize_url": "http://127.0.0.1:8080/agent/authorize",
         "hub_consent": True,
+        "mcp_sign_in": True,
     }
     result = validate_client_config(data, path="clients[0]")
     assert result == data
+
+
+@pytest.mark.parametrize(
+    "consent", [{"hub_consent": True}, {"agent_authorize_url": "https://shop.example.com/agent/authorize"}]
+)
+def test_client_mcp_sign_in_needs_an_agent_client(consent):
+    assert validate_client_config({**CLIENT, **consent, "mcp_sign_in": True}, path="clients[0]")[
+        "mcp_sign_in"
+    ]
+
+
+def test_a_document_gives_mcp_sign_in_to_one_client_at_most():
+    one = {**CLIENT, "hub_consent": True, "mcp_sign_in": True}
+    two = {**one, "app_id": "other-agent"}
+    with pytest.raises(ConfigError) as info:
+        validate_document({"clients": [one, {**two, "mcp_sign_in": False}, {**two, "app_id": "third"}]})
+    assert info.value.path == "clients[2].mcp_sign_in"
+    assert "clients[0]" in info.value.reason
 
 
 def test_client_budget_may_be_null_for_round_trips():
@@ -133,6 +153,10 @@ def test_client_budget_may_be_null_for_round_trips():
         ({"agent_authorize_url": ""}, "clients[0].agent_authorize_url"),
         ({"agent_authorize_url": "https://shop.example.com/\n"}, "clients[0].agent_authorize_url"),
         ({"hub_consent": "yes"}, "clients[0].hub_consent"),
+        ({"mcp_sign_in": "yes"}, "clients[0].mcp_sign_in"),
+        # Only an agent client (hub consent or a business consent page) may take MCP sign-ins.
+        ({"mcp_sign_in": True}, "clients[0].mcp_sign_in"),
+        ({"mcp_sign_in": True, "hub_consent": False}, "clients[0].mcp_sign_in"),
         ({"colour": "blue"}, "clients[0].colour"),
         ({"allowed_routs": ["demo"]}, "clients[0].allowed_routs"),
     ],

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
-from agent_runtime.config import validate_client_config
+from agent_runtime.config import ConfigError, validate_client_config
 from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
 from agent_runtime.services.clients import client_create
@@ -54,3 +54,14 @@ def test_two_concurrent_creates_one_wins_the_other_is_refused():
     assert sorted(outcome.split()[0] for outcome in outcomes) == ["created", "exists"]
     winner = next(outcome.split()[1] for outcome in outcomes if outcome.startswith("created"))
     assert Client.objects.get(app_id="shop").name == winner
+
+
+@pytest.mark.django_db
+def test_create_with_mcp_sign_in_taken_is_a_config_error_on_that_field():
+    client_create(data=_data(hub_consent=True, mcp_sign_in=True), actor=Actor.system("test"))
+    with pytest.raises(ConfigError) as raised:
+        client_create(
+            data=_data(app_id="other", hub_consent=True, mcp_sign_in=True), actor=Actor.system("test")
+        )
+    assert raised.value.path == "client.mcp_sign_in"
+    assert not Client.objects.filter(app_id="other").exists()

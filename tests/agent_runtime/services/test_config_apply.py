@@ -412,3 +412,49 @@ def test_client_token_command_rejects_unknown_app_id():
     with pytest.raises(CommandError):
         call_command("bailing_client_token", "nobody", stdout=io.StringIO(), stderr=io.StringIO())
     assert AuditEvent.objects.count() == 0
+
+
+def _sign_in_client(app_id: str, *, mcp_sign_in: bool) -> dict:
+    return {"app_id": app_id, "name": app_id, "hub_consent": True, "mcp_sign_in": mcp_sign_in}
+
+
+@pytest.mark.django_db
+def test_mcp_sign_in_moves_when_the_old_holder_is_listed_first():
+    config_apply(
+        document={"clients": [_sign_in_client("first", mcp_sign_in=True)]},
+        dry_run=False,
+        actor=Actor.system(),
+    )
+    config_apply(
+        document={
+            "clients": [
+                _sign_in_client("first", mcp_sign_in=False),
+                _sign_in_client("second", mcp_sign_in=True),
+            ]
+        },
+        dry_run=False,
+        actor=Actor.system(),
+    )
+    assert list(Client.objects.filter(mcp_sign_in=True).values_list("app_id", flat=True)) == ["second"]
+
+
+@pytest.mark.django_db
+def test_mcp_sign_in_held_by_another_client_is_a_config_error_and_writes_nothing():
+    config_apply(
+        document={"clients": [_sign_in_client("first", mcp_sign_in=True)]},
+        dry_run=False,
+        actor=Actor.system(),
+    )
+    with pytest.raises(ConfigError) as info:
+        config_apply(
+            document={
+                "clients": [
+                    _sign_in_client("second", mcp_sign_in=True),
+                    _sign_in_client("first", mcp_sign_in=False),
+                ]
+            },
+            dry_run=False,
+            actor=Actor.system(),
+        )
+    assert info.value.path == "clients[0].mcp_sign_in"
+    assert list(Client.objects.values_list("app_id", "mcp_sign_in")) == [("first", True)]

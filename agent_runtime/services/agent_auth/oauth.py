@@ -1,0 +1,337 @@
+"""Standard OAuth 2.1 sign-in for generic MCP clients, on the Agent Auth v1 machinery.
+
+docs/protocol.md "Standard OAuth sign-in for MCP clients". A generic MCP client (Claude Code, Cursor,
+the MCP SDK's ``OAuthClientProvider``) registers itself (RFC 7591) and gets a public ``client_id``;
+it then signs in *as the hub's* ``mcp_sign_in`` *client*: the authorize endpoint opens an ordinary
+authorization (:func:`authorization_create`) approved on the usual consent page, and the token
+endpoint runs the same code exchange and refresh rotation as ``/agent-auth/v1/token``
+(:func:`code_grant`, :func:`refresh_grant`), bound to the OAuth client that started the sign-in.
+There is no second token store: the access token is an ordinary agent bearer (``bha_``).
+
+Errors are :class:`OAuthError` in the OAuth wire shape (``error`` + ``error_description``), not the
+hub's error envelope. Lock order: the registration throttle lock → audit chain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agent_runtime.errors import AgentAuthorizeUrlInvalid, InvalidClient, InvalidGrant
+from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession, Client, OAuthClient
+from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
+from agent_runtime.services.agent_auth.authorizations import authorization_create, redirect_with
+from agent_runtime.services.agent_auth.common import (
+    client_usable_for_agents,
+    normalized_ip,
+    throttle_check,
+    throttle_lock,
+)
+from agent_runtime.services.agent_auth.sessions import session_revoke
+from agent_runtime.services.agent_auth.tokens import code_grant, refresh_grant
+from agent_runtime.tokens import (
+    ACCESS_TOKEN_PREFIX,
+    AUTH_CODE_PREFIX,
+    OAUTH_CLIENT_ID_PREFIX,
+    REFRESH_TOKEN_PREFIX,
+    looks_like,
+    new_secret,
+    secret_hash,
+)
+from agent_runtime.validation import oauth_redirect_matches
+from bailing.api.errors import RateLimited
+from bailing.audit.actor import Actor
+from bailing.audit.ledger import audit_record
+
+# The one scope: what the MCP endpoint grants (knowledge reads of the signed-in workspace).
+OAUTH_SCOPE = "knowledge:read"
+# Two-int4 advisory-lock namespace of the registration throttle ("bhOR"), apart from the
+# authorization throttle's and the audit chain's keys.
+_REGISTER_LOCK_NAMESPACE = 0x62684F52
+_AGENT_ROUTE_RE = re.compile(AGENT_ROUTE)
+
+
+class OAuthError(Exception):
+    """An OAuth error answer: ``error`` (an RFC 6749 / 7591 / 8707 code, or ``mcp_sign_in_disabled``),
+    its HTTP status and a fixed ``error_description`` (never input)."""
+
+    def __init__(self, error: str, description: str, *, status: int = 400, retry_after: int | None = None):
+        super().__init__(error)
+        self.error = error
+        self.description = description
+        self.status = status
+        self.retry_after = retry_after
+
+    def payload(self) -> dict:
+        return {"error": self.error, "error_description": self.description}
+
+
+def invalid_client() -> OAuthError:
+    return OAuthError("invalid_client", "Unknown client_id.", status=401)
+
+
+def _invalid_grant() -> OAuthError:
+    return OAuthError("invalid_grant", "The grant is invalid, expired, already used or not this client's.")
+
+
+def _invalid_target() -> OAuthError:
+    return OAuthError("invalid_target", "resource must be the MCP endpoint this sign-in was authorized for.")
+
+
+def scope_valid(scope: str | None) -> bool:
+    """``scope`` absent, empty, or only ``knowledge:read`` (single-space separated, RFC 6749 §3.3)."""
+    return scope is None or scope == "" or all(item == OAUTH_SCOPE for item in scope.split(" "))
+
+
+def mcp_resource_url(route_key: str) -> str:
+    """The RFC 8707 resource indicator of a workspace's MCP endpoint: ``<public URL>/mcp/<route>``."""
+    return f"{settings.BAILING_PUBLIC_URL}/mcp/{route_key}"
+
+
+def mcp_resource_route(resource: str | None) -> str | None:
+    """The route key of ``resource`` when it is exactly ``<public URL>/mcp/<route>`` with an agent
+    route key (docs/protocol.md "Identifiers"); None otherwise (no normalization: a trailing slash,
+    a query, another host or case are all refused)."""
+    prefix = f"{settings.BAILING_PUBLIC_URL}/mcp/"
+    if not isinstance(resource, str) or not resource.startswith(prefix):
+        return None
+    route = resource[len(prefix) :]
+    if not _AGENT_ROUTE_RE.fullmatch(route) or route in RESERVED_ROUTE_KEYS:
+        return None
+    return route
+
+
+def mcp_sign_in_client() -> Client | None:
+    """The client generic MCP clients sign in as: the ``mcp_sign_in`` client, while it is enabled
+    and a usable agent client; None when MCP sign-in is off."""
+    client = Client.objects.filter(mcp_sign_in=True).first()
+    return client if client_usable_for_agents(client) else None
+
+
+def oauth_client_active(client_id: object) -> OAuthClient | None:
+    """The registration ``client_id`` while it can sign in: its hub client is still the enabled
+    ``mcp_sign_in`` client. Unknown ids, and registrations whose client was disabled or lost
+    ``mcp_sign_in``, are None."""
+    if not looks_like(client_id, OAUTH_CLIENT_ID_PREFIX) or len(client_id) > 64:
+        return None
+    oauth_client = OAuthClient.objects.select_related("hub_client").filter(client_id=client_id).first()
+    if (
+        oauth_client is None
+        or not oauth_client.hub_client.mcp_sign_in
+        or not client_usable_for_agents(oauth_client.hub_client)
+    ):
+        return None
+    return oauth_client
+
+
+def _touch(oauth_client: OAuthClient) -> None:
+    OAuthClient.objects.filter(pk=oauth_client.pk).update(last_used_at=timezone.now())
+
+
+# --- registration (RFC 7591) ---------------------------------------------------------------------------
+
+
+def oauth_client_register(*, client_name: str, redirect_uris: list[str], ip: str | None) -> OAuthClient:
+    """Register a public MCP client for the ``mcp_sign_in`` client; the metadata is validated by the
+    caller. 403 ``mcp_sign_in_disabled`` when no client takes MCP sign-ins; 429 past
+    ``OAUTH_REGISTER_LIMIT`` registrations per ``OAUTH_REGISTER_WINDOW`` seconds and caller IP,
+    counted in the database under a transaction-scoped advisory lock (as authorizations are)."""
+    client = mcp_sign_in_client()
+    if client is None:
+        raise OAuthError("mcp_sign_in_disabled", "This hub does not accept MCP client sign-ins.", status=403)
+    ip = normalized_ip(ip)
+    window = settings.OAUTH_REGISTER_WINDOW
+    with transaction.atomic():
+        throttle_lock(_REGISTER_LOCK_NAMESPACE, ip or "-")
+        now = timezone.now()
+        # created_ip=None filters IS NULL: callers without an address share one bucket.
+        recent = list(
+            OAuthClient.objects.filter(created_ip=ip, created_at__gt=now - timedelta(seconds=window))
+            .order_by("created_at")
+            .values_list("created_at", flat=True)
+        )
+        try:
+            throttle_check(recent, limit=settings.OAUTH_REGISTER_LIMIT, window=window, now=now)
+        except RateLimited as exc:
+            raise OAuthError(
+                "rate_limited",
+                "Too many client registrations from this address; retry later.",
+                status=429,
+                retry_after=exc.extra["retry_after_seconds"],
+            ) from None
+        oauth_client = OAuthClient.objects.create(
+            client_id=new_secret(OAUTH_CLIENT_ID_PREFIX),
+            hub_client=client,
+            client_name=client_name,
+            redirect_uris=list(redirect_uris),
+            created_at=now,
+            created_ip=ip,
+        )
+        # The client is not signed in and its name is self-asserted: data, not actor.
+        audit_record(
+            action="agent_auth.oauth_client.registered",
+            actor=Actor("agent", "unauthenticated"),
+            client_app_id=client.app_id,
+            target_type="oauth_client",
+            target_id=oauth_client.client_id,
+            data={
+                "client_name": client_name,
+                "redirect_hosts": sorted({urlsplit(uri).netloc for uri in redirect_uris}),
+                "ip": ip,
+            },
+        )
+    return oauth_client
+
+
+# --- authorization -------------------------------------------------------------------------------------
+
+
+def registered_redirect(oauth_client: OAuthClient, redirect_uri: str) -> bool:
+    """Whether ``redirect_uri`` is one of the client's registered redirects (a loopback one with any
+    port, RFC 8252 §7.3)."""
+    return any(oauth_redirect_matches(registered, redirect_uri) for registered in oauth_client.redirect_uris)
+
+
+@dataclass(frozen=True)
+class AuthorizeRequest:
+    """A shape-checked ``GET /oauth/authorize`` whose client and redirect are known good."""
+
+    oauth_client: OAuthClient
+    redirect_uri: str
+    state: str
+    code_challenge: str
+    route_key: str
+
+
+def oauth_authorize(request: AuthorizeRequest, *, ip: str | None) -> str:
+    """Open the authorization and return where to send the browser: the consent page, or (when the
+    client may not use the workspace) the client's redirect with ``error=invalid_target`` /
+    ``access_denied``. The creation throttle's ``RateLimited`` propagates (the caller shows a page)."""
+    oauth_client = request.oauth_client
+    hub_client = oauth_client.hub_client
+    if not hub_client.allows_route(request.route_key):
+        return oauth_error_redirect(request.redirect_uri, "invalid_target", request.state)
+    try:
+        _, consent_url = authorization_create(
+            client_app_id=hub_client.app_id,
+            redirect_uri=request.redirect_uri,
+            state=request.state,
+            requested_routes=[request.route_key],
+            device_label=oauth_client.client_name,
+            code_challenge=request.code_challenge,
+            ip=ip,
+            oauth_client=oauth_client,
+        )
+    except (InvalidClient, AgentAuthorizeUrlInvalid):
+        # The client was disabled or misconfigured a moment ago: no sign-in is possible.
+        return oauth_error_redirect(request.redirect_uri, "access_denied", request.state)
+    _touch(oauth_client)
+    return consent_url
+
+
+def oauth_error_redirect(redirect_uri: str, error: str, state: str | None) -> str:
+    """The client's redirect carrying an authorization error (RFC 6749 §4.1.2.1)."""
+    params = [("error", error)]
+    if state is not None:
+        params.append(("state", state))
+    return redirect_with(redirect_uri, params)
+
+
+# --- token endpoint ------------------------------------------------------------------------------------
+
+
+def _token_answer(result: dict) -> dict:
+    return {**result, "scope": OAUTH_SCOPE}
+
+
+def oauth_code_grant(
+    *, oauth_client: OAuthClient, code: str, redirect_uri: str, code_verifier: str, resource: str | None
+) -> dict:
+    """``grant_type=authorization_code`` for an OAuth client: the shared :func:`code_grant` (one-time
+    code, 120 s, PKCE, replay revokes). ``resource``, when sent, must be the MCP endpoint of the
+    workspace the sign-in asked for (else ``invalid_target``)."""
+    if resource is not None:
+        route = mcp_resource_route(resource)
+        if route is None:
+            raise _invalid_target()
+        # The requested routes never change after creation, so this read needs no lock; the grant
+        # itself re-checks everything under the authorization's row lock.
+        requested = (
+            AgentAuthorization.objects.filter(code_hash=secret_hash(code), oauth_client=oauth_client)
+            .values_list("requested_routes", flat=True)
+            .first()
+            if looks_like(code, AUTH_CODE_PREFIX)
+            else None
+        )
+        if requested is not None and requested != [route]:
+            raise _invalid_target()
+    try:
+        result = code_grant(
+            client=oauth_client.hub_client,
+            oauth_client=oauth_client,
+            code=code,
+            redirect_uri=redirect_uri,
+            code_verifier=code_verifier,
+        )
+    except InvalidGrant:
+        raise _invalid_grant() from None
+    _touch(oauth_client)
+    return _token_answer(result)
+
+
+def oauth_refresh_grant(*, oauth_client: OAuthClient, refresh_token: str, resource: str | None) -> dict:
+    """``grant_type=refresh_token`` for an OAuth client: the shared :func:`refresh_grant` (rotation;
+    a replayed token revokes the session). ``resource``, when sent, must be the MCP endpoint of a
+    workspace the session was granted (else ``invalid_target``)."""
+    if resource is not None:
+        route = mcp_resource_route(resource)
+        if route is None:
+            raise _invalid_target()
+        allowed = (
+            AgentSession.objects.filter(
+                refresh_tokens__token_hash=secret_hash(refresh_token), oauth_client=oauth_client
+            )
+            .values_list("allowed_routes", flat=True)
+            .first()
+            if looks_like(refresh_token, REFRESH_TOKEN_PREFIX)
+            else None
+        )
+        if allowed is not None and route not in allowed:
+            raise _invalid_target()
+    try:
+        result = refresh_grant(
+            client=oauth_client.hub_client, oauth_client=oauth_client, refresh_token=refresh_token
+        )
+    except InvalidGrant:
+        raise _invalid_grant() from None
+    _touch(oauth_client)
+    return _token_answer(result)
+
+
+# --- revocation (RFC 7009) -----------------------------------------------------------------------------
+
+
+def oauth_revoke(*, oauth_client: OAuthClient, token: str) -> None:
+    """End the session an access or refresh token of ``oauth_client`` belongs to. Unknown tokens,
+    other clients' tokens and already revoked sessions are not an error (RFC 7009 §2.2): the answer
+    is the same either way. A refresh token of any status names its session."""
+    session = None
+    if looks_like(token, ACCESS_TOKEN_PREFIX):
+        session = AgentSession.objects.filter(
+            access_token_hash=secret_hash(token), oauth_client=oauth_client
+        ).first()
+    elif looks_like(token, REFRESH_TOKEN_PREFIX):
+        refresh = (
+            AgentRefreshToken.objects.select_related("session")
+            .filter(token_hash=secret_hash(token), session__oauth_client=oauth_client)
+            .first()
+        )
+        session = refresh.session if refresh is not None else None
+    if session is not None:
+        session_revoke(session=session, actor=Actor("agent", str(session.id)), reason="agent_logout")

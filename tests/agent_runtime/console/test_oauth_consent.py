@@ -1,0 +1,163 @@
+"""The hub's consent page for a standard MCP sign-in: it names the MCP client and where the browser goes
+back to, approves into the client's registered redirect (localhost or https), and keeps the Agent Auth
+v1 loopback rule exactly as strict as before. One test drives it in headless Chromium."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from django.test import Client as HttpClient
+from django.urls import reverse
+
+from agent_client import pkce_pair
+from agent_runtime.models import AgentAuthorization, AgentSession
+from tests.factories import ClientFactory, RouteFactory
+from tests.support.console import PASSWORD, signed_in
+
+LOCALHOST = "http://localhost:43110/callback"
+HTTPS = "https://app.example.com/oauth/callback"
+
+
+def _sign_in_client():
+    RouteFactory(route_key="demo")
+    return ClientFactory(
+        app_id="mcp-agent", name="MCP agent", hub_consent=True, mcp_sign_in=True, allowed_routes=["demo"]
+    )
+
+
+def _register(http, redirect_uri: str, name: str = "Claude Code") -> str:
+    response = http.post(
+        "/oauth/register",
+        {"redirect_uris": [redirect_uri], "client_name": name},
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    return response.json()["client_id"]
+
+
+def _authorize_url(base: str, client_id: str, redirect_uri: str, challenge: str) -> str:
+    return "/oauth/authorize?" + urlencode(
+        {
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": redirect_uri,
+            "state": "mcp-state-42",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": f"{base}/mcp/demo",
+            "scope": "knowledge:read",
+        }
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("redirect_uri", [LOCALHOST, HTTPS])
+def test_consent_for_an_mcp_client_approves_into_its_redirect(administrator, settings, redirect_uri):
+    settings.BAILING_PUBLIC_URL = "https://hub.example.com"
+    _sign_in_client()
+    anonymous = HttpClient()
+    client_id = _register(anonymous, redirect_uri)
+    verifier, challenge = pkce_pair()
+    consent_url = anonymous.get(
+        _authorize_url(settings.BAILING_PUBLIC_URL, client_id, redirect_uri, challenge)
+    )["Location"]
+    authorization = AgentAuthorization.objects.get()
+    console = signed_in(administrator)
+
+    page = console.get(urlsplit(consent_url).path + "?" + urlsplit(consent_url).query)
+    assert page.status_code == 200
+    assert page.context["mcp_client"] == {
+        "name": "Claude Code",
+        "redirect_host": urlsplit(redirect_uri).netloc,
+        "loopback": redirect_uri == LOCALHOST,
+    }
+    assert "MCP client" in page.content.decode()
+
+    response = console.post(
+        reverse("console:consent"),
+        {"authorization_id": str(authorization.id), "decision": "approve", "routes": ["demo"]},
+    )
+    assert response.status_code == 302
+    assert response["Location"].startswith(redirect_uri + "?")
+    query = parse_qs(urlsplit(response["Location"]).query)
+    assert query["state"] == ["mcp-state-42"]
+
+    token = anonymous.post(
+        "/oauth/token",
+        urlencode(
+            {
+                "grant_type": "authorization_code",
+                "code": query["code"][0],
+                "redirect_uri": redirect_uri,
+                "client_id": client_id,
+                "code_verifier": verifier,
+            }
+        ),
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert token.status_code == 200, token.content
+    assert AgentSession.objects.get().on_behalf_of == administrator.username
+
+
+@pytest.mark.django_db
+def test_the_agent_auth_v1_redirect_rule_is_unchanged(administrator, start_hub_login):
+    """An Agent Auth v1 sign-in whose stored redirect is not a v1 loopback URI is never followed, even
+    though the same URI would be fine for an OAuth client (defence in depth on the consent page)."""
+    login = start_hub_login()
+    AgentAuthorization.objects.filter(pk=login.authorization.pk).update(redirect_uri=LOCALHOST)
+    response = signed_in(administrator).post(
+        reverse("console:consent"),
+        {"authorization_id": str(login.authorization.id), "decision": "approve", "routes": ["orders"]},
+    )
+    assert response.status_code == 500
+    assert "Location" not in response
+
+
+@pytest.mark.django_db
+def test_deny_for_an_mcp_client_goes_back_with_access_denied(approver, settings):
+    _sign_in_client()
+    anonymous = HttpClient()
+    client_id = _register(anonymous, HTTPS)
+    _, challenge = pkce_pair()
+    anonymous.get(_authorize_url(settings.BAILING_PUBLIC_URL, client_id, HTTPS, challenge))
+    authorization = AgentAuthorization.objects.get()
+    response = signed_in(approver).post(
+        reverse("console:consent"), {"authorization_id": str(authorization.id), "decision": "deny"}
+    )
+    assert response.status_code == 302
+    assert parse_qs(urlsplit(response["Location"]).query) == {
+        "error": ["access_denied"],
+        "state": ["mcp-state-42"],
+    }
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, screenshot):
+    _sign_in_client()
+    base = hub_server.url
+    client_id = _register(HttpClient(), LOCALHOST, name="Claude Code (laptop)")
+    _, challenge = pkce_pair()
+    page = browser_page
+    # The MCP client's own loopback listener, played by the browser itself.
+    page.route("http://localhost:43110/**", lambda route: route.fulfill(status=200, body="signed in"))
+
+    page.goto(base + _authorize_url(base, client_id, LOCALHOST, challenge))
+    # Not signed in to the console yet: the login page, then back to the consent page.
+    page.get_by_label("Username").fill(administrator.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + reverse("console:consent") + "?*")
+    consent = page.locator("section.consent")
+    text = consent.inner_text()
+    assert "MCP client" in text
+    assert "Claude Code (laptop)" in text
+    assert "localhost:43110" in text
+    assert page.locator('input[name="routes"][value="demo"]').is_checked()
+    screenshot(page, "oauth-consent")
+
+    page.get_by_role("button", name="Approve").click()
+    page.wait_for_url(LOCALHOST + "?*")
+    query = parse_qs(urlsplit(page.url).query)
+    assert set(query) == {"code", "state"} and query["state"] == ["mcp-state-42"]

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "bailing",
     "agent_runtime",
     "knowledge",
+    "mcp_server",
     "approvals",
 ]
 

@@ -18,6 +18,7 @@ urlpatterns = [
     path("agent-api/v1/workspaces/<str:route>/knowledge/", include("knowledge.api.agent_urls")),
     path("kb/", include("knowledge.api.push_urls")),
     path("approvals/", include("approvals.api.urls")),
+    path("", include("mcp_server.api.urls")),
     path("console/", include("bailing.shell.console.urls")),
 ]
 

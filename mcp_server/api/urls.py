@@ -1,0 +1,14 @@
+"""``/mcp/<route>`` (mounted by the root URLconf) and its RFC 9728 metadata under ``/.well-known/``."""
+
+from django.urls import path
+
+from mcp_server.api import views
+
+urlpatterns = [
+    path("mcp/<str:route>", views.McpEndpoint.as_view(), name="mcp-endpoint"),
+    path(
+        ".well-known/oauth-protected-resource/mcp/<str:route>",
+        views.protected_resource_metadata,
+        name="mcp-protected-resource",
+    ),
+]

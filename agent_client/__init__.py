@@ -439,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     """``login``: sign in through the browser, then show the workspaces and the bootstrap profile.
     ``knowledge``: with tokens saved by ``login --save``, search a workspace's knowledge and read the
     best hit. ``invoke`` / ``resume`` / ``receipt``: call a workspace tool through the hub's governed
-    path, continue it after an approval, read its receipt."""
+    path, continue it after an approval, read its receipt. ``mcp-check``: sign in to a workspace's MCP
+    endpoint knowing only its URL (standard OAuth) and try its knowledge tools."""
     import argparse
     import json
     import os
@@ -471,7 +472,20 @@ def main(argv: list[str] | None = None) -> int:
     knowledge.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
     knowledge.add_argument("--workspace", required=True, help="workspace (route key)")
     knowledge.add_argument("query", help="what to search for")
+    check = sub.add_parser(
+        "mcp-check", help="sign in to a workspace's MCP endpoint as a generic MCP client and try it"
+    )
+    check.add_argument("--url", help="the MCP endpoint, e.g. http://127.0.0.1:8000/mcp/demo")
+    check.add_argument("--tokens", metavar="FILE", help="use tokens saved by login --save instead of OAuth")
+    check.add_argument("--workspace", help="with --tokens and no --url: the workspace (route key)")
+    check.add_argument("--query", default="How long does a refund take?", help="what to ask the knowledge")
+    check.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the browser")
+    check.add_argument("--no-browser", action="store_true", help="print the URL instead of opening it")
     args = parser.parse_args(argv)
+    if args.command == "mcp-check":
+        from agent_client.mcp_check import run
+
+        return run(args)
     if args.command == "knowledge":
         return _knowledge_command(args)
     if args.command in ("invoke", "resume", "receipt"):

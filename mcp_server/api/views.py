@@ -25,6 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agent_runtime.api.authentication import AgentBearerAuthentication
 from agent_runtime.selectors.routes import agent_route_key_valid, route_for_identity
+from agent_runtime.services.agent_auth.oauth import OAUTH_SCOPE, mcp_resource_url
 from agent_runtime.services.invocations import ENVELOPE_MAX_BYTES
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import (
@@ -40,17 +41,12 @@ from bailing.api.parsers import parse_json_bytes, read_budgeted
 from mcp_server.protocol import exchange, parse_error
 from mcp_server.services.workspace_tools import WorkspaceTools
 
-SCOPES = ["knowledge:read"]
+SCOPES = [OAUTH_SCOPE]
 
 try:
     SERVER_VERSION = version("bailing-hub")
 except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
     SERVER_VERSION = "0"
-
-
-def resource_url(route: str) -> str:
-    """The RFC 8707 resource indicator (and RFC 9728 ``resource``) of a workspace's endpoint."""
-    return f"{settings.BAILING_PUBLIC_URL}/mcp/{route}"
 
 
 def resource_metadata_url(route: str) -> str:
@@ -147,7 +143,7 @@ def protected_resource_metadata(request, route: str):
         return api_error_response(NotFound())
     response = JsonResponse(
         {
-            "resource": resource_url(route),
+            "resource": mcp_resource_url(route),
             "authorization_servers": [settings.BAILING_PUBLIC_URL],
             "scopes_supported": SCOPES,
             "bearer_methods_supported": ["header"],

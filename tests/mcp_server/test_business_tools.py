@@ -9,19 +9,12 @@ import pytest
 
 from agent_runtime.models import Route, ToolApproval, ToolInvocation
 from tests.mcp_server.support import call_modern, post_legacy, post_modern, text_of
-from tests.support.demo_business import running_demo_business
 from tests.support.invocations import agent, provider_for, workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROUTE = "shop"
 HUB = ["search_knowledge", "ask_knowledge", "find_tools", "call_tool", "resume_invocation", "get_receipt"]
 WRITES = ["create_ticket", "request_refund", "cancel_order"]
-
-
-@pytest.fixture(scope="module")
-def demo_shop():
-    with running_demo_business() as shop:
-        yield shop
 
 
 @pytest.fixture

@@ -1,0 +1,190 @@
+"""An MCP client that knows only the URL signs in: the official SDK's OAuth client provider against the
+live hub — 401 challenge, protected-resource and authorization-server discovery, dynamic
+registration, the authorization code with PKCE approved on the hub's consent page in headless
+Chromium, the code exchange, then tools over the new bearer; refresh rotation through the SDK's own
+token request; and the reference agent client's ``mcp-check`` command doing the same."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import httpx2
+import pytest
+from django.utils import timezone
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from playwright.async_api import async_playwright
+
+from agent_client import browser_visit, main
+from agent_client.mcp_check import LoopbackCallback, MemoryTokenStorage, oauth_provider
+from agent_runtime.models import AgentAuthorization, AgentSession, OAuthClient
+from agent_runtime.services.agent_auth.authorizations import authorization_approve
+from bailing.audit.actor import Actor
+from bailing.audit.models import AuditEvent
+from tests.factories import ClientFactory, UserFactory
+from tests.mcp_server.conftest import ROUTE
+from tests.support.console import CHROMIUM, CHROMIUM_ARGS, PASSWORD
+from tests.support.invocations import agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def sign_in_client(hub):
+    return ClientFactory(
+        app_id="mcp-agent", name="MCP agent", hub_consent=True, mcp_sign_in=True, allowed_routes=[ROUTE]
+    )
+
+
+@pytest.fixture
+def alice(console_roles):
+    return UserFactory(username="alice", roles=["administrator"])
+
+
+async def _approve(url: str, user) -> None:
+    """What the person does in the browser: sign in to the console, approve the MCP client."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = await browser.new_page()
+        await page.goto(url)
+        await page.get_by_label("Username").fill(user.username)
+        await page.get_by_label("Password").fill(PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await page.locator("section.consent").wait_for()
+        await page.get_by_role("button", name="Approve").click()
+        await page.get_by_text("The MCP client is signed in").wait_for()
+        await browser.close()
+
+
+def test_an_mcp_client_that_knows_only_the_url_signs_in_and_works(hub, sign_in_client, alice):
+    url = f"{hub.url}/mcp/{ROUTE}"
+    callback = LoopbackCallback()
+    seen: list[str] = []
+
+    def open_browser(authorization_url: str) -> None:
+        seen.append(authorization_url)
+
+    provider = oauth_provider(url, callback, open_browser=open_browser, timeout=60)
+    storage: MemoryTokenStorage = provider.context.storage
+
+    async def approve_when_asked():
+        while not seen:
+            await asyncio.sleep(0.05)
+        await _approve(seen[0], alice)
+
+    async def scenario():
+        http = httpx2.AsyncClient(auth=provider, timeout=60)
+        async with http:
+            approving = asyncio.create_task(approve_when_asked())
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                tools = await client.list_tools()
+                found = await client.call_tool("search_knowledge", {"query": "refund", "limit": 2})
+            await approving
+        return tools, found
+
+    try:
+        tools, found = asyncio.run(scenario())
+    finally:
+        callback.close()
+    assert [tool.name for tool in tools.tools][:2] == ["search_knowledge", "ask_knowledge"]
+    assert found.is_error is False and found.structured_content["results"]
+    # The sign-in went through the hub's OAuth endpoints with the resource indicator of this endpoint.
+    assert seen[0].startswith(f"{hub.url}/oauth/authorize?")
+    assert f"resource={url.replace(':', '%3A').replace('/', '%2F')}" in seen[0]
+    registration = OAuthClient.objects.get()
+    assert registration.hub_client == sign_in_client
+    session = AgentSession.objects.get(oauth_client=registration)
+    assert session.allowed_routes == [ROUTE] and session.on_behalf_of == "alice"
+    assert storage.tokens is not None and storage.tokens.scope == "knowledge:read"
+    assert AuditEvent.objects.filter(action="agent_auth.oauth_client.registered").count() == 1
+
+
+def test_the_sdk_refreshes_an_expired_access_token_with_rotation(hub, sign_in_client, alice):
+    url = f"{hub.url}/mcp/{ROUTE}"
+    callback = LoopbackCallback()
+    seen: list[str] = []
+    provider = oauth_provider(url, callback, open_browser=seen.append, timeout=60)
+
+    async def first():
+        http = httpx2.AsyncClient(auth=provider, timeout=60)
+
+        async def approve_when_asked():
+            while not seen:
+                await asyncio.sleep(0.05)
+            await _approve(seen[0], alice)
+
+        async with http:
+            approving = asyncio.create_task(approve_when_asked())
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                await client.list_tools()
+            await approving
+
+    try:
+        asyncio.run(first())
+    finally:
+        callback.close()
+    session = AgentSession.objects.get()
+    first_refresh = provider.context.current_tokens.refresh_token
+    # Fifteen minutes pass: the access token expires on the hub and in the SDK's own clock, so its next
+    # request first refreshes (rotation) instead of signing in again.
+    AgentSession.objects.filter(pk=session.pk).update(access_expires_at=timezone.now())
+    provider.context.token_expiry_time = time.time() - 1
+
+    async def second():
+        http = httpx2.AsyncClient(auth=provider, timeout=60)
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            return await client.list_tools()
+
+    tools = asyncio.run(second())
+    assert tools.tools
+    assert provider.context.current_tokens.refresh_token != first_refresh
+    assert AgentSession.objects.get().pk == session.pk  # same session, rotated tokens
+    assert AuditEvent.objects.filter(action="agent_auth.token.refreshed").count() == 1
+
+
+def test_the_reference_clients_mcp_check_signs_in_with_only_the_url(hub, sign_in_client, alice, capsys):
+    """``python -m agent_client mcp-check --url …``: the one-command smoke check of the README."""
+    result: dict[str, int] = {}
+    argv = ["mcp-check", "--url", f"{hub.url}/mcp/{ROUTE}", "--no-browser", "--timeout", "30"]
+    thread = threading.Thread(target=lambda: result.setdefault("code", main(argv)))
+    thread.start()
+    # The command prints the authorization URL (--no-browser); the "browser" opens it.
+    printed = ""
+    deadline = time.monotonic() + 20
+    while "/oauth/authorize?" not in printed and time.monotonic() < deadline:
+        time.sleep(0.05)
+        printed += capsys.readouterr().out
+    authorize_url = next(line.strip() for line in printed.splitlines() if "/oauth/authorize?" in line)
+    assert browser_visit(authorize_url).status_code == 302  # to the hub's consent page
+    authorization = AgentAuthorization.objects.get()
+    assert authorization.oauth_client is not None
+    redirect = authorization_approve(
+        authorization_id=authorization.id,
+        client=None,
+        principal={"id": "alice", "roles": []},
+        on_behalf_of="alice",
+        allowed_routes=[ROUTE],
+        approved_by=alice,
+        actor=Actor.user(alice),
+    )
+    assert browser_visit(redirect).status_code == 200
+    thread.join(timeout=60)
+    assert result == {"code": 0}
+    out = printed + capsys.readouterr().out
+    assert "(MCP 2026-07-28)" in out
+    assert "--- search_knowledge" in out and "document_id: demo-handbook:" in out
+    assert "Sources:\n[1] " in out
+    assert out.rstrip().endswith("mcp-check: ok")
+
+
+def test_mcp_check_with_saved_agent_auth_tokens(hub, tmp_path, capsys):
+    token = agent(route_key=ROUTE)._access
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"hub": hub.url, "client_app_id": "x", "access_token": token}))
+    assert main(["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("mcp-check: ok")
+    tokens.write_text(json.dumps({"hub": hub.url, "client_app_id": "x", "access_token": "bha_" + "0" * 43}))
+    assert main(["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 1

@@ -230,6 +230,28 @@ def _wrk_load(
     }
 
 
+MCP_VERSION = "2026-07-28"
+
+
+def _mcp_body(method: str, params: dict) -> bytes:
+    """A 2026-07-28 MCP request (the per-request envelope in ``params._meta``)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    ).encode("ascii")
+
+
+def _mcp_headers(base: dict[str, str], method: str, name: str | None = None) -> dict[str, str]:
+    headers = {**base, "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_VERSION}
+    headers["Mcp-Method"] = method
+    if name:
+        headers["Mcp-Name"] = name
+    return headers
+
+
 class Command(BaseCommand):
     help = "Benchmark agent endpoints against a bare DRF endpoint under the gunicorn config."
 
@@ -243,6 +265,13 @@ class Command(BaseCommand):
             default="endpoints",
             help="endpoints: req/s of agent endpoints against a bare DRF endpoint; invocations: the "
             "governed call path against the same signed call sent directly (bailing_bench_calls)",
+        )
+        parser.add_argument(
+            "--only",
+            action="append",
+            metavar="TEXT",
+            help="run only the endpoints whose label contains TEXT (repeatable; the bare endpoint "
+            "always runs, it is the reference)",
         )
 
     def _knowledge_base(self) -> None:
@@ -342,6 +371,11 @@ class Command(BaseCommand):
             response = send()
         if response.status_code != 200:
             raise RuntimeError(f"{path} answered {response.status_code}")
+        if path.startswith("/mcp/"):
+            # A JSON-RPC error or a failed tool is still HTTP 200: measure only calls that worked.
+            answer = response.json()
+            if "result" not in answer or answer["result"].get("isError"):
+                raise RuntimeError(f"{path} answered {answer}")
         return len(ctx.captured_queries)
 
     def handle(self, *args, **options):
@@ -381,6 +415,11 @@ class Command(BaseCommand):
         if not hints:
             raise RuntimeError("the benchmark knowledge search found nothing to read")
         read_body = json.dumps({"ref": hints[0]["ref"], "max_bytes": 16384}).encode("ascii")
+        mcp_list = _mcp_body("tools/list", {})
+        mcp_search = _mcp_body(
+            "tools/call",
+            {"name": "search_knowledge", "arguments": {"query": KNOWLEDGE_QUERY["query"], "limit": 3}},
+        )
         # (label, method, path, headers, body)
         targets: list[tuple[str, str, str, dict[str, str], bytes | None]] = [
             ("bare DRF endpoint", "GET", "/agent-api/v1/_bench/bare", {}, None),
@@ -410,7 +449,19 @@ class Command(BaseCommand):
             ("POST knowledge/read (16 KiB page)", "POST", f"{knowledge_path}/read", json_auth, read_body),
             ("POST turns (new turn, inline knowledge)", "POST", turns_path, json_auth, turn_new),
             ("POST turns (idempotent replay)", "POST", turns_path, json_auth, turn_replay),
+            ("MCP tools/list", "POST", f"/mcp/{BENCH_KEY}", _mcp_headers(json_auth, "tools/list"), mcp_list),
+            (
+                "MCP tools/call search_knowledge (limit 3)",
+                "POST",
+                f"/mcp/{BENCH_KEY}",
+                _mcp_headers(json_auth, "tools/call", "search_knowledge"),
+                mcp_search,
+            ),
         ]
+        if options["only"]:
+            targets = [targets[0]] + [
+                target for target in targets[1:] if any(text in target[0] for text in options["only"])
+            ]
         load = _wrk_load if shutil.which("wrk") else _python_load
         results = []
         try:

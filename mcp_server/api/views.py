@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from importlib.metadata import PackageNotFoundError, version
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
@@ -31,6 +32,7 @@ from bailing.api.authentication import bearer_token
 from bailing.api.errors import (
     ApiError,
     InvalidRequest,
+    MethodNotAllowed,
     NotFound,
     RequestBodyTooLarge,
     Unauthorized,
@@ -38,6 +40,7 @@ from bailing.api.errors import (
 )
 from bailing.api.exception_handler import api_error_response
 from bailing.api.parsers import parse_json_bytes, read_budgeted
+from mcp_server.errors import OriginNotAllowed
 from mcp_server.protocol import exchange, parse_error
 from mcp_server.services.workspace_tools import WorkspaceTools
 
@@ -78,7 +81,9 @@ class McpEndpoint(View):
     body_max_bytes = ENVELOPE_MAX_BYTES
 
     def _not_allowed(self) -> HttpResponse:
-        response = api_error_response(_MethodNotAllowed())
+        response = api_error_response(
+            MethodNotAllowed("This endpoint answers POST only: it keeps no stream and no session.")
+        )
         response["Allow"] = "POST"
         return response
 
@@ -91,6 +96,11 @@ class McpEndpoint(View):
     def post(self, request, route: str):
         if not agent_route_key_valid(route):
             return api_error_response(NotFound())
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != _public_origin():
+            # DNS rebinding: a page of another origin must never drive the endpoint (MCP transport
+            # rules). Native clients send no Origin; the console's own origin is the hub's.
+            return api_error_response(OriginNotAllowed())
         try:
             authenticated = AgentBearerAuthentication().authenticate(request)
         except ApiError:
@@ -127,16 +137,15 @@ class McpEndpoint(View):
         return _json(reply.body, reply.status)
 
 
-class _MethodNotAllowed(ApiError):
-    code = "method_not_allowed"
-    http_status = 405
-    default_message = "This endpoint answers POST only: it keeps no stream and no session."
+def _public_origin() -> str:
+    parts = urlsplit(settings.BAILING_PUBLIC_URL)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def protected_resource_metadata(request, route: str):
     """RFC 9728 metadata of ``/mcp/<route>`` (any well-formed route key: existence is not revealed)."""
     if request.method != "GET":
-        response = api_error_response(_MethodNotAllowed("GET only."))
+        response = api_error_response(MethodNotAllowed("GET only."))
         response["Allow"] = "GET"
         return response
     if not agent_route_key_valid(route):

@@ -1,4 +1,4 @@
-"""The MCP knowledge tools ``search_knowledge`` and ``ask_knowledge`` (docs/protocol.md "MCP").
+"""The MCP knowledge tools ``search_knowledge`` and ``ask_knowledge`` (docs/protocol.md "MCP endpoint").
 
 Both search the workspace's knowledge scope with the same hybrid retriever as the REST knowledge
 protocol (:func:`knowledge.selectors.search.knowledge_search`), under the MCP tools' own limits:

@@ -42,7 +42,8 @@ def test_an_unknown_page_outside_the_console_is_styled_too():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "path", ["/agent-api/v1/nope", "/agent-auth/v1/nope", "/kb/x/y/z", "/approvals/nope", "/mcp/nope", "/mcp"]
+    "path",
+    ["/agent-api/v1/nope", "/agent-auth/v1/nope", "/kb/x/y/z", "/approvals/nope", "/mcp/nope/x", "/mcp"],
 )
 def test_unknown_paths_under_every_api_prefix_are_json(path):
     response = Client().post(path, data=b"{}", content_type="application/json")

@@ -117,6 +117,16 @@ def test_the_route_gate_runs_before_any_message(client, session, token, setup, s
 # --- HTTP envelope ---------------------------------------------------------------------------------
 
 
+def test_a_foreign_web_origin_is_refused_and_the_hubs_own_is_not(client, token):
+    message = json.dumps(modern_message("tools/list"))
+    headers = modern_headers(json.loads(message))
+    foreign = post_raw(client, ROUTE, message, token=token, headers={**headers, "Origin": "http://evil.test"})
+    assert foreign.status_code == 403
+    assert foreign.json()["error"] == "origin_not_allowed"
+    own = post_raw(client, ROUTE, message, token=token, headers={**headers, "Origin": PUBLIC})
+    assert own.status_code == 200
+
+
 @pytest.mark.parametrize("method", ["get", "delete"])
 def test_no_stream_and_no_session_to_delete(client, token, method):
     response = getattr(client, method)(mcp_url(ROUTE), HTTP_AUTHORIZATION=f"Bearer {token}")

@@ -176,6 +176,11 @@ class Command(BaseCommand):
                     f"    .venv/bin/python -m agent_client login --hub {public_url} "
                     "--client demo-agent --workspace demo",
                     "",
+                    "  Connect an MCP client (Claude Code, Cursor, the MCP SDK): give it only the URL",
+                    f"    MCP URL      {public_url}/mcp/demo  (standard OAuth sign-in on the consent page)",
+                    "    smoke check  .venv/bin/python -m agent_client mcp-check "
+                    f"--url {public_url}/mcp/demo",
+                    "",
                     f"  Config applied from examples/demo.yaml ({changed} item(s) changed).",
                     *_tools_lines(outcome),
                     *knowledge_lines,

@@ -96,7 +96,7 @@ class SessionDetailView(ConsoleView, DetailView):
     template_name = "agent_runtime/session_detail.html"
     context_object_name = "agent_session"
     pk_url_kwarg = "session_id"
-    queryset = AgentSession.objects.select_related("client")
+    queryset = AgentSession.objects.select_related("client", "oauth_client")
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

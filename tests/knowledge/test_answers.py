@@ -7,14 +7,11 @@ the test if it tried).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import socket
-import threading
 import time
 import traceback
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -28,6 +25,7 @@ from knowledge.services.answers import (
     AnswerUnavailable,
     knowledge_answer,
 )
+from tests.support.chat_model import chat_model
 
 API_KEY = "sk-answers-NEVER-SHOWN-93ad1e"
 MODEL = "chat-test-model"
@@ -216,73 +214,10 @@ def test_a_blank_question_is_refused(no_model):
 # --------------------------------------------------------------------------------------------------
 
 
-class _ChatHandler(BaseHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-    def do_POST(self):
-        state = self.server.state
-        length = int(self.headers.get("Content-Length") or 0)
-        state["requests"].append(
-            {"path": self.path, "headers": dict(self.headers), "body": json.loads(self.rfile.read(length))}
-        )
-        mode = state["mode"]
-        if mode == "sleep":
-            time.sleep(state.get("sleep", 2.0))
-        if mode == "status":
-            self._send(500, json.dumps({"error": {"message": "internal"}}).encode())
-        elif mode == "malformed":
-            self._send(200, b'{"choices": [{"message": {"content": "unterminated')
-        elif mode == "oversized":
-            content = "Refunds take five days [1]. " * 60_000  # ~1.7 MB of JSON
-            self._send(200, _completion(content).encode())
-        elif mode == "raw":
-            self._send(200, json.dumps(state["document"]).encode())
-        else:
-            self._send(200, _completion(state["content"]).encode())
-
-    def _send(self, status, payload):
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
-def _completion(content: str) -> str:
-    return json.dumps(
-        {
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "model": MODEL,
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            ],
-        }
-    )
-
-
-class _ChatServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # clients hanging up (timeouts, oversized bodies) are what some tests do
-
-
 @pytest.fixture
 def chat(settings):
-    server = _ChatServer(("127.0.0.1", 0), _ChatHandler)
-    server.state = {"mode": "ok", "content": "", "requests": []}
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    settings.BAILING_ANSWER_CHAT_URL = f"http://127.0.0.1:{server.server_address[1]}/v1/"
-    settings.BAILING_ANSWER_CHAT_MODEL = MODEL
-    settings.BAILING_ANSWER_CHAT_API_KEY = API_KEY
-    settings.BAILING_ANSWER_CHAT_TIMEOUT = 5
-    yield server.state
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with chat_model(settings, model=MODEL, api_key=API_KEY) as state:
+        yield state
 
 
 def test_the_request_carries_model_sources_question_and_key(chat):

@@ -7,8 +7,6 @@ need no embedding model); the answer model is a real local HTTP server speaking 
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -23,6 +21,7 @@ from tests.factories import (
     knowledge_document,
 )
 from tests.mcp_server.support import call_modern, post_modern, text_of
+from tests.support.chat_model import chat_model
 
 pytestmark = pytest.mark.django_db
 
@@ -258,58 +257,21 @@ def test_nothing_relevant_is_an_explicit_not_found_answer_with_no_sources(client
     assert text_of(result) == answer  # no sources: only the answer
 
 
-class _ChatModel:
-    """A local OpenAI-compatible chat endpoint: answers ``reply`` (or ``status``) and records requests."""
-
-    def __init__(self):
-        self.reply = "Nothing."
-        self.status = 200
-        self.requests: list[dict] = []
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                model.requests.append({"path": self.path, "body": json.loads(self.rfile.read(length))})
-                body = json.dumps({"choices": [{"message": {"role": "assistant", "content": model.reply}}]})
-                self.send_response(model.status)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
-
-
 @pytest.fixture
-def chat_model(settings):
-    model = _ChatModel()
-    settings.BAILING_ANSWER_CHAT_URL = model.url
-    settings.BAILING_ANSWER_CHAT_MODEL = "test-model"
-    settings.BAILING_ANSWER_CHAT_API_KEY = ""
-    yield model
-    model.stop()
+def chat(settings):
+    with chat_model(settings) as state:
+        yield state
 
 
 def test_with_a_model_the_answer_is_synthesized_and_citations_outside_the_sources_are_removed(
-    client, token, kb, chat_model
+    client, token, kb, chat
 ):
     knowledge_document(kb, "refunds", "Refund policy", "refund " + REFUNDS)
     knowledge_document(kb, "shipping", "Shipping", "refund " + SHIPPING)
     # The model cites the second source first, the first source next, and a source that was never given.
-    chat_model.reply = "Parcels ship from Berlin [2]. Refunds go to the card [1][7]."
+    chat["content"] = "Parcels ship from Berlin [2]. Refunds go to the card [1][7]."
     result = ask(client, token, query="refund")
-    [request] = chat_model.requests
+    [request] = chat["requests"]
     assert request["path"] == "/v1/chat/completions"
     prompt = json.dumps(request["body"]["messages"])
     assert "refund" in prompt and "Refund policy" in prompt and "Shipping" in prompt
@@ -323,9 +285,9 @@ def test_with_a_model_the_answer_is_synthesized_and_citations_outside_the_source
     assert text_of(result).endswith(f"[2] {titles[1]} ({second['document_id']}, score {second['score']:.4f})")
 
 
-def test_a_failing_model_fails_the_tool_instead_of_inventing_an_answer(client, token, kb, chat_model):
+def test_a_failing_model_fails_the_tool_instead_of_inventing_an_answer(client, token, kb, chat):
     knowledge_document(kb, "refunds", "Refund policy", REFUNDS)
-    chat_model.status = 500
+    chat["mode"] = "status"
     result = ask(client, token, query="refunds card")
     assert result["isError"] is True
     assert text_of(result).startswith("Tool failed: ")

@@ -435,7 +435,7 @@ ENGLISH_STOPWORDS = frozenset((
 
 # Sentence ends: Latin ./!/? (with closing quotes or brackets) before a blank, CJK full stops and the
 # like anywhere, and line breaks (list items, headings and paragraphs are separate units).
-_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+[\"'”’)\]]*(?=\s)|[。！？；]+[”’」』）)]*|\n")
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+[\"'”’)\]]*(?=\s)|[。！？；]+[”’」』）)]*")
 _LIST_MARKER = re.compile(r"^(?:[-*+•>]+|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^#{1,6}\s")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -475,27 +475,60 @@ class _Sentence:
     position: int  # order within the source
     text: str
     terms: frozenset[str]
+    # Terms of the heading the sentence stands under: "## How long it takes" makes the sentences
+    # below it answer "how long does a refund take" even when they do not repeat those words.
+    section: frozenset[str] = frozenset()
+
+
+def _blocks(content: str) -> list[tuple[str, str]]:
+    """``(heading, text)`` blocks of ``content``: paragraphs (blank-line separated) with their hard
+    line wraps joined, each list item on its own, under the most recent Markdown heading."""
+    blocks: list[tuple[str, str]] = []
+    heading = ""
+    current: list[str] = []
+
+    def flush() -> None:
+        if current:
+            blocks.append((heading, " ".join(current)))
+            current.clear()
+
+    for raw in content.splitlines():
+        line = raw.strip()
+        if not line:
+            flush()
+        elif _HEADING.match(line):
+            flush()
+            heading = line.lstrip("#").strip()
+        elif _LIST_MARKER.match(line):
+            flush()
+            current.append(_LIST_MARKER.sub("", line))
+        else:
+            current.append(line)
+    flush()
+    return blocks
 
 
 def _sentences(content: str, source: int) -> list[_Sentence]:
-    """The quotable sentences of ``content``: whitespace collapsed, headings and list markers dropped."""
-    pieces: list[str] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(content):
-        pieces.append(content[start : match.end()])
-        start = match.end()
-    pieces.append(content[start:])
+    """The quotable sentences of ``content``: whitespace collapsed, headings and list markers dropped,
+    hard-wrapped lines of one paragraph read as one text."""
     sentences = []
-    for piece in pieces:
-        text = " ".join(piece.split())
-        if not text or _HEADING.match(text):
-            continue
-        text = _LIST_MARKER.sub("", text)
-        # Citation-like brackets in the source text would read as citations of this answer.
-        text, _ = renumber_citations(text, 0)
-        if len(text) < 2 or not _LETTER.search(text):
-            continue
-        sentences.append(_Sentence(source, len(sentences), text, frozenset(question_terms(text))))
+    for heading, block in _blocks(content):
+        section = frozenset(question_terms(heading)) if heading else frozenset()
+        pieces: list[str] = []
+        start = 0
+        for match in _SENTENCE_END.finditer(block):
+            pieces.append(block[start : match.end()])
+            start = match.end()
+        pieces.append(block[start:])
+        for piece in pieces:
+            text = " ".join(piece.split())
+            # Citation-like brackets in the source text would read as citations of this answer.
+            text, _ = renumber_citations(text, 0)
+            if len(text) < 2 or not _LETTER.search(text):
+                continue
+            sentences.append(
+                _Sentence(source, len(sentences), text, frozenset(question_terms(text)), section)
+            )
     return sentences
 
 
@@ -524,10 +557,11 @@ def _extractive_answer(question: str, sources: list[AnswerSource]) -> Answer:
     ]
     if not candidates:
         return Answer(text=NOT_FOUND_TEXT, sources=[], mode=MODE_NOT_FOUND)
-    # Most shared terms first; ties go to the better source, then to the earlier sentence.
+    # Most shared terms (the sentence's own and its heading's) first; then the most of its own; ties
+    # go to the better source, then to the earlier sentence.
     ranked = sorted(
         (sentence for sentence in candidates if sentence.terms & wanted),
-        key=lambda s: (-len(s.terms & wanted), s.source, s.position),
+        key=lambda s: (-len((s.terms | s.section) & wanted), -len(s.terms & wanted), s.source, s.position),
     )
     if not ranked:
         ranked = [candidates[0]]  # the best source's first sentence (candidates are in source order)
@@ -551,7 +585,7 @@ def _extractive_answer(question: str, sources: list[AnswerSource]) -> Answer:
             if chosen:
                 continue
             text = _clip(text, room)
-        chosen.append(_Sentence(sentence.source, sentence.position, text, sentence.terms))
+        chosen.append(_Sentence(sentence.source, sentence.position, text, sentence.terms, sentence.section))
         seen.add(sentence.text.casefold())
         if sentence.source not in used:
             used.append(sentence.source)

@@ -351,3 +351,31 @@ def test_an_endpoint_without_a_model_is_unavailable_not_extractive(chat, setting
     settings.BAILING_ANSWER_CHAT_MODEL = ""
     _assert_unavailable_without_leaks(caplog)
     assert chat["requests"] == []
+
+
+WRAPPED_POLICY = AnswerSource(
+    source_id="demo-handbook:refunds",
+    title="Refund policy",
+    content=(
+        "# Refund policy\n\n"
+        "Customers can ask for a refund within 30 days of delivery. The order must be in the status\n"
+        "`delivered`; orders that are still `processing` are cancelled instead of refunded.\n\n"
+        "## Amounts and approval\n\n"
+        "Refunds up to 500 are paid automatically once the request is recorded. A refund above 500 needs a\n"
+        "human approval in the hub console before the shop pays it.\n\n"
+        "## How long it takes\n\n"
+        "Approved refunds reach the customer's card within 5 to 10 business days. Bank transfers take up to\n"
+        "14 days.\n"
+    ),
+    score=0.03,
+)
+
+
+def test_hard_wrapped_lines_are_one_sentence_and_a_heading_counts_for_its_section(settings):
+    settings.BAILING_ANSWER_CHAT_URL = ""
+    answer = knowledge_answer(question="How long does a refund take?", sources=[WRAPPED_POLICY])
+    # The sentence under "How long it takes" answers the question, though it shares only "refund".
+    assert "Approved refunds reach the customer's card within 5 to 10 business days. [1]" in answer.text
+    # A line wrap never ends a sentence: nothing is quoted up to a wrap ("… needs a [1]").
+    assert "needs a [1]" not in answer.text and "status [1]" not in answer.text
+    assert "Bank transfers take up to 14 days. [1]" in answer.text

@@ -22,13 +22,15 @@ Per connection, one request at a time (HTTP/1.1 keep-alive, parsed by h11):
    protocol v1 line naming the client's address (``REMOTE_ADDR`` stays the client's, for the per-IP
    throttles), and with the forwarding headers (``X-Forwarded-*``, ``Forwarded``, ``X-Real-IP``)
    removed unless the client is a trusted proxy (``trusted_proxies``; gunicorn trusts whatever
-   arrives on its unix socket). The response is read into the front's buffer as fast as gunicorn
-   writes it (up to ``response_buffer_bytes`` ahead of the client), so a slow reader holds no thread
-   either; the client has ``send_timeout`` seconds to take it.
+   arrives on its unix socket). Behind a trusted proxy (a TLS terminator) the client is the last
+   address that proxy appended to ``X-Forwarded-For``. The response is read into the front's buffer
+   as fast as gunicorn writes it (up to ``response_buffer_bytes`` ahead of the client), so a slow
+   reader holds no thread either; the client has ``send_timeout`` seconds to take it.
 
-Every answer the front makes itself carries ``Cache-Control: no-store`` and ``Connection: close``;
-under the API prefixes (:data:`bailing.api.middleware.AGENT_PREFIXES`) it is the hub's JSON envelope
-with the codes of :mod:`bailing.api.errors`, elsewhere a line of text. Nothing of a request (line,
+See docs/protocol.md "The HTTP front". Every answer the front makes itself carries
+``Cache-Control: no-store`` and ``Connection: close``; under the API prefixes
+(:data:`bailing.api.middleware.AGENT_PREFIXES`) it is the hub's JSON envelope with the codes of
+:mod:`bailing.api.errors`, elsewhere a line of text. Nothing of a request (line,
 headers, body) is ever logged.
 """
 
@@ -142,11 +144,26 @@ def error_bytes(status: int, error: errors.ApiError, *, api: bool) -> bytes:
     return (head + "\r\n").encode("latin-1") + body
 
 
-def proxy_line(peer: tuple, local: tuple) -> bytes:
+def proxy_line(client: tuple, local: tuple) -> bytes:
     """PROXY protocol v1 naming the client (gunicorn sets ``REMOTE_ADDR`` from it)."""
-    source, destination = peer[0].split("%", 1)[0], local[0].split("%", 1)[0]
-    family = "TCP4" if ipaddress.ip_address(source).version == 4 else "TCP6"
-    return f"PROXY {family} {source} {destination} {peer[1]} {local[1]}\r\n".encode("ascii")
+    source = ipaddress.ip_address(str(client[0]).split("%", 1)[0])
+    destination = ipaddress.ip_address(str(local[0]).split("%", 1)[0])
+    if source.version != destination.version:  # a client named by a trusted proxy, of the other family
+        destination = ipaddress.ip_address(0 if source.version == 4 else "::")
+    family = "TCP4" if source.version == 4 else "TCP6"
+    return f"PROXY {family} {source} {destination} {client[1]} {local[1]}\r\n".encode("ascii")
+
+
+def forwarded_client(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The address a trusted proxy appended last to ``X-Forwarded-For`` (None if none is valid)."""
+    values = [value for name, value in headers if name == b"x-forwarded-for"]
+    if not values:
+        return None
+    last = values[-1].decode("latin-1").rsplit(",", 1)[-1].strip()
+    try:
+        return str(ipaddress.ip_address(last))
+    except ValueError:
+        return None
 
 
 class Front:
@@ -408,7 +425,12 @@ class _Connection:
     async def _exchange(self, request, body, framed, api, up_reader, up_writer) -> bool:
         config = self.config
         upstream = h11.Connection(h11.CLIENT)
-        outgoing = proxy_line(self.peer, self.local) + upstream.send(
+        client = self.peer
+        if self.front.trusted(self.peer):
+            named = forwarded_client(request.headers)
+            if named is not None:
+                client = (named, 0)
+        outgoing = proxy_line(client, self.local) + upstream.send(
             h11.Request(
                 method=request.method,
                 target=request.target,

@@ -172,10 +172,16 @@ def test_a_chunked_request_reaches_gunicorn_whole_with_a_content_length_behind_a
 
 
 @pytest.mark.parametrize("front", [{"trusted_proxies": ("127.0.0.0/8",)}], indirect=True)
-def test_a_trusted_proxy_keeps_its_forwarding_headers(front):
-    status, _, _ = exchange(front, b"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: https\r\n\r\n")
+def test_a_trusted_proxy_keeps_its_forwarding_headers_and_names_the_client(front):
+    status, _, _ = exchange(
+        front,
+        b"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: https\r\n"
+        b"X-Forwarded-For: 198.51.100.1, 203.0.113.9\r\n\r\n",
+    )
     assert status == 200
-    assert b"x-forwarded-proto: https" in front.upstream.received[0].lower()
+    [raw] = front.upstream.received
+    assert raw.startswith(b"PROXY TCP4 203.0.113.9 127.0.0.1 0 ")
+    assert b"x-forwarded-proto: https" in raw.lower()
 
 
 def test_two_requests_on_one_kept_alive_connection(front):

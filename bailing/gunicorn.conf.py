@@ -1,5 +1,10 @@
 """gunicorn settings for Bailing Hub (``gunicorn -c bailing/gunicorn.conf.py bailing.wsgi``).
 
+In production, and under ``make demo``, gunicorn runs behind the front (``python -m bailing.front``,
+bailing/front), which reads every request whole before gunicorn sees it: a thread here is never held
+by a slow client. Run alone (tests of the WSGI stack, benchmarks, behind another buffering proxy) it
+listens on ``BAILING_BIND``.
+
 Sync workers with a few threads each: agent calls are short and database-bound, and persistent
 database connections (``DB_CONN_MAX_AGE``) are kept per thread. Every value can be overridden from
 the environment. Access logs are off by default: request lines carry query strings.
@@ -17,7 +22,10 @@ graceful_timeout = 20
 keepalive = 5
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS") or 5000)
 max_requests_jitter = 500
-forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS") or "127.0.0.1"
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS") or "127.0.0.1,::1"
+# Behind the front (bailing/front) gunicorn listens on a private unix socket and learns each client's
+# address from a PROXY protocol v1 line the front sends first ("v1"); off when run alone.
+proxy_protocol = os.environ.get("GUNICORN_PROXY_PROTOCOL") or "off"
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOGLEVEL") or "info"

@@ -191,6 +191,21 @@ BAILING_BENCH_ENDPOINTS = env.bool("BAILING_BENCH_ENDPOINTS", default=False)
 # Default raw JSON budget of agent/business endpoints that do not name their own.
 BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_048_576)
 
+# --- The front (bailing/front: the buffering proxy before gunicorn, python -m bailing.front) ----------
+# Seconds a client has for the request headers (from the connection, or from the first byte of a later
+# request on a kept-alive connection), for the body after them, to wait between two requests, and to
+# take an answer.
+BAILING_FRONT_HEADER_TIMEOUT = env.float("BAILING_FRONT_HEADER_TIMEOUT", default=10.0)
+BAILING_FRONT_BODY_TIMEOUT = env.float("BAILING_FRONT_BODY_TIMEOUT", default=30.0)
+BAILING_FRONT_KEEPALIVE_TIMEOUT = env.float("BAILING_FRONT_KEEPALIVE_TIMEOUT", default=5.0)
+BAILING_FRONT_SEND_TIMEOUT = env.float("BAILING_FRONT_SEND_TIMEOUT", default=30.0)
+# Body budget outside the API prefixes (console forms and knowledge uploads of up to 20 MiB); under
+# them each endpoint's own budget applies.
+BAILING_FRONT_MAX_BODY_BYTES = env.int("BAILING_FRONT_MAX_BODY_BYTES", default=32 * 1024 * 1024)
+BAILING_FRONT_MAX_CONNECTIONS = env.int("BAILING_FRONT_MAX_CONNECTIONS", default=4096)
+# Client addresses (or networks, or *) allowed to send X-Forwarded-* / Forwarded headers through the front.
+FORWARDED_ALLOW_IPS = env.list("FORWARDED_ALLOW_IPS", default=["127.0.0.1", "::1"])
+
 # --- Logging: never bodies, credentials or SQL ---------------------------------------------------------
 LOGGING = {
     "version": 1,

@@ -111,6 +111,14 @@ class RequestBodyTooLarge(ApiError):
         return error
 
 
+class NotImplementedByHub(ApiError):
+    """A request framing the hub's front does not implement (a transfer coding other than chunked)."""
+
+    code = "not_implemented"
+    http_status = 501
+    default_message = "The request uses an HTTP feature the hub does not implement."
+
+
 class RateLimited(ApiError):
     code = "rate_limited"
     http_status = 429

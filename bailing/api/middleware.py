@@ -9,7 +9,8 @@ it as empty, so a request the agent meant would be judged as ``{}`` and an overs
 be measured. This middleware reads such a body itself, under the view's byte budget, before the view
 runs: past the budget it stops reading and answers 413 with ``observed_bytes``; otherwise it hands
 the view the body with its now-known length. It relies on the server ending the de-chunked stream
-(``wsgi.input_terminated``, as gunicorn does); a server that cannot is answered 400.
+(``wsgi.input_terminated``, as gunicorn does); a server that cannot is answered 400. A body whose
+declared ``Content-Length`` is over the view's budget is refused (413) before any of it is read.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from django.core.handlers.wsgi import LimitedStream
 
 from bailing.api.errors import InvalidRequest, RequestBodyTooLarge
 from bailing.api.exception_handler import api_error_for_status, api_error_response
-from bailing.api.parsers import body_budget, read_budgeted
+from bailing.api.parsers import body_budget, declared_length, read_budgeted
 
 # Every path that belongs to an API surface: agents, Agent Auth, the knowledge push API, business
 # decisions on approvals, the MCP endpoints. One list, used for headers, JSON errors and the URLconf's
@@ -65,14 +66,20 @@ class AgentSurfaceMiddleware:
         return response
 
     def process_view(self, request, view_func, view_args, view_kwargs):
-        if not on_agent_surface(request.path) or not _chunked_body(request):
+        if not on_agent_surface(request.path):
+            return None
+        budget = body_budget(getattr(view_func, "view_class", None))
+        declared = declared_length(request.META)
+        if declared is not None and declared > budget:
+            # Refused on the declaration, before one byte of the body is read.
+            return api_error_response(RequestBodyTooLarge(max_bytes=budget, observed_bytes=declared))
+        if not _chunked_body(request):
             return None
         if not request.META.get("wsgi.input_terminated"):
             return api_error_response(InvalidRequest("The request body needs a Content-Length."))
-        budget = body_budget(getattr(view_func, "view_class", None))
         try:
             raw = read_budgeted(request.META["wsgi.input"], budget)
-        except RequestBodyTooLarge as exc:
+        except (RequestBodyTooLarge, InvalidRequest) as exc:  # over budget; broken framing, client gone
             return api_error_response(exc)
         request._stream = LimitedStream(io.BytesIO(raw), len(raw))
         request.META["CONTENT_LENGTH"] = str(len(raw))

@@ -30,11 +30,24 @@ MAX_JSON_DEPTH = 128
 
 
 def read_budgeted(stream, max_bytes: int) -> bytes:
-    """Read ``stream`` to the end, or raise 413 as soon as more than ``max_bytes`` were seen."""
+    """Read ``stream`` to the end, or raise 413 as soon as more than ``max_bytes`` were seen.
+
+    What the server's body reader raises becomes 400 ``invalid_request``, never a 500: a client that
+    went away mid-body (gunicorn's ``NoMoreData`` is an ``OSError``, as a reset is; the answer then
+    reaches nobody, and nothing is logged) or a chunked body whose framing the server refused (a
+    chunk size that is not hex, a chunk without its CRLF: gunicorn's ``InvalidChunkSize``,
+    ``ChunkMissingTerminator``...).
+    """
     parts: list[bytes] = []
     seen = 0
     while True:
-        chunk = stream.read(_CHUNK)
+        try:
+            chunk = stream.read(_CHUNK)
+        except OSError:
+            raise InvalidRequest("The request body ended early: the client closed the connection.") from None
+        except Exception:
+            # Only the server's de-chunker raises here: the stream is its body reader.
+            raise InvalidRequest("The request body's chunked framing is malformed.") from None
         if not chunk:
             break
         seen += len(chunk)
@@ -125,6 +138,26 @@ class BudgetedJSONParser(BaseParser):
         if not raw.strip():
             return {}
         return parse_json_bytes(raw)
+
+
+def declared_length(meta) -> int | None:
+    """The request's ``Content-Length`` as a number (None when absent or not a number)."""
+    try:
+        return int(meta.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        return None
+
+
+def path_body_budget(path: str) -> int:
+    """The byte budget of the view ``path`` resolves to (the default budget when it resolves to none):
+    what the front checks a declared ``Content-Length`` against before it reads the body."""
+    from django.urls import Resolver404, resolve
+
+    try:
+        func = resolve(path).func
+    except Resolver404:
+        return settings.BAILING_JSON_BODY_MAX_BYTES
+    return body_budget(getattr(func, "view_class", None) or getattr(func, "cls", None))
 
 
 def body_budget(view: Any) -> int:

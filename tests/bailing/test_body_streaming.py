@@ -124,6 +124,52 @@ def test_a_repeated_key_is_named_unless_it_cannot_be_encoded():
     assert info.value.extra["field"] == "$"
 
 
+# --- declared lengths -------------------------------------------------------------------------------------
+
+
+def test_a_declared_length_over_the_budget_is_413_before_one_byte_is_read():
+    stream = MeteredStream(size=20 * MIB, fill=b"x")
+    environ = RequestFactory()._base_environ(
+        PATH_INFO="/agent-auth/v1/authorizations",
+        REQUEST_METHOD="POST",
+        CONTENT_TYPE="application/json",
+        CONTENT_LENGTH=str(stream.size),
+        **{"wsgi.input": stream},
+    )
+    response = ClientHandler()(environ)
+    assert response.status_code == 413
+    body = envelope(response)
+    assert body["error"] == "arguments_too_large"
+    assert (body["max_bytes"], body["observed_bytes"]) == (16 * 1024, stream.size)
+    assert stream.consumed == 0
+
+
+class BrokenStream(MeteredStream):
+    """A body reader that fails the way gunicorn's does: ``error`` on the first read."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(b"")
+        self.error = error
+
+    def read(self, n: int = -1) -> bytes:
+        raise self.error
+
+
+class InvalidChunkSize(Exception):
+    """Stands for gunicorn.http.errors.InvalidChunkSize (a ParseException, not an OSError)."""
+
+
+class NoMoreData(OSError):
+    """Stands for gunicorn.http.errors.NoMoreData (an IOError: the client went away)."""
+
+
+@pytest.mark.parametrize("error", [InvalidChunkSize("zz"), NoMoreData(b""), ConnectionResetError()])
+def test_a_body_the_server_cannot_read_is_400_invalid_request(error):
+    response = chunked_request("/agent-auth/v1/token", BrokenStream(error))
+    assert response.status_code == 400
+    assert envelope(response)["error"] == "invalid_request"
+
+
 # --- chunked bodies through the whole stack ----------------------------------------------------------------
 
 

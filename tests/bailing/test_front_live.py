@@ -1,0 +1,177 @@
+"""The production topology, started as ``make demo`` starts it (``python -m bailing.front``: the front
+before gunicorn under the shipped config), on this test session's database, probed with raw sockets.
+
+- Errors the HTTP layer raises itself under the API prefixes are the hub's JSON envelope with
+  ``Cache-Control: no-store`` (gunicorn alone answers them as HTML).
+- 200+ slow connections (slowloris headers, short bodies, idle) do not slow anyone else down, and the
+  time limits close them. The limits are shortened for the test (2 s) through the same settings an
+  operator uses; everything else is the shipped configuration (2 workers × 4 threads).
+
+Bounded: one hub for the module, a slow-client run of 8 seconds, every socket with a timeout.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import socket
+
+import pytest
+from django.db import connection
+
+from bailing.api.parsers import path_body_budget
+from bailing.chaos import slow_clients
+from bailing.front.launcher import hub_running
+
+LIMIT_SECONDS = 2
+
+
+def _database_url() -> str:
+    settings = connection.settings_dict
+    host = settings["HOST"] or settings.get("OPTIONS", {}).get("host", "")
+    user = settings["USER"] or "postgres"
+    if host.startswith("/"):
+        return f"postgres://{user}@/{settings['NAME']}?host={host}"
+    return f"postgres://{user}@{host}:{settings['PORT'] or 5432}/{settings['NAME']}"
+
+
+@pytest.fixture(scope="module")
+def hub(django_db_setup, tmp_path_factory):
+    env = {
+        "DATABASE_URL": _database_url(),
+        "GUNICORN_WORKERS": "2",
+        "GUNICORN_THREADS": "4",
+        "BAILING_FRONT_HEADER_TIMEOUT": str(LIMIT_SECONDS),
+        "BAILING_FRONT_BODY_TIMEOUT": str(LIMIT_SECONDS),
+        "BAILING_FRONT_KEEPALIVE_TIMEOUT": str(LIMIT_SECONDS),
+    }
+    log_path = tmp_path_factory.mktemp("front") / "hub.log"
+    with log_path.open("w") as log, hub_running(extra_env=env, log=log) as url:
+        yield url
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _raw(url: str, data: bytes) -> tuple[int, dict[str, str], bytes]:
+    with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as sock:
+        sock.sendall(data)
+        received = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers, body
+
+
+HOST = b"Host: 127.0.0.1\r\n"
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        (b"GET /agent-api/v1/" + b"w" * 10000 + b" HTTP/1.1\r\n" + HOST + b"\r\n", 414, "invalid_request"),
+        (
+            b"GET /agent-auth/v1/session HTTP/1.1\r\n" + HOST + b"X-A: " + b"a" * 40000 + b"\r\n\r\n",
+            431,
+            "invalid_request",
+        ),
+        (
+            b"GET /kb/v1/x HTTP/1.1\r\n" + HOST + b"".join(b"X-%d: a\r\n" % i for i in range(120)) + b"\r\n",
+            431,
+            "invalid_request",
+        ),
+        (b"G@T /approvals/x/decision HTTP/1.1\r\n" + HOST + b"\r\n", 400, "invalid_request"),
+        (b"GET /mcp/demo HTTP/9.9\r\n" + HOST + b"\r\n", 400, "invalid_request"),
+        (b"GET /mcp/demo HTTX/1.1\r\n" + HOST + b"\r\n", 400, "invalid_request"),
+        (
+            b"POST /agent-auth/v1/token HTTP/1.1\r\n" + HOST + b"Transfer-Encoding: gzip\r\n\r\n",
+            501,
+            "not_implemented",
+        ),
+    ],
+    ids=[
+        "long-request-line",
+        "oversized-header",
+        "too-many-headers",
+        "bad-method",
+        "bad-version",
+        "bad-protocol",
+        "gzip",
+    ],
+)
+def test_errors_of_the_http_layer_are_the_envelope_with_no_store(hub, request_bytes, status, code):
+    got, headers, body = _raw(hub, request_bytes)
+    assert got == status
+    assert headers["content-type"] == "application/json"
+    assert headers["cache-control"] == "no-store"
+    assert json.loads(body)["error"] == code
+
+
+def test_a_declared_body_over_the_endpoints_budget_is_413_before_it_is_sent(hub):
+    budget = path_body_budget("/agent-auth/v1/token")
+    head = (
+        b"POST /agent-auth/v1/token HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % (budget + 1)
+    )
+    # Only the head is sent: the answer comes without the body.
+    status, headers, body = _raw(hub, head)
+    payload = json.loads(body)
+    assert (status, payload["error"]) == (413, "arguments_too_large")
+    assert (payload["max_bytes"], payload["observed_bytes"]) == (budget, budget + 1)
+    assert headers["cache-control"] == "no-store"
+
+
+def _answer(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+    client = http.client.HTTPConnection("127.0.0.1", _port(url), timeout=10)
+    try:
+        client.request(method, path, body=body, headers=headers or {})
+        response = client.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        client.close()
+
+
+def test_the_probes_reach_the_real_endpoints(hub):
+    # What the slow-client run counts as answered is the hub's own answer, not a proxy error.
+    assert _answer(hub, "GET", "/health") == (200, {"status": "ok"})
+    method, path, body, headers = slow_clients.PROBES[1]
+    status, payload = _answer(hub, method, path, body, headers)
+    assert (status, payload["error"]) == (400, "invalid_grant")
+    method, path, body, headers = slow_clients.PROBES[2]
+    status, payload = _answer(hub, method, path, body, headers)
+    assert (status, payload["error"]) == (401, "unauthorized")
+
+
+def test_two_hundred_slow_connections_leave_the_hub_responsive_and_are_cut_off(hub):
+    output = io.StringIO()
+    figures = slow_clients.run(stdout=output, connections=210, seconds=8, url=hub)
+    report = output.getvalue()
+    assert figures["connections_held_max"] >= 200, report
+    # Averaged over the run (each wave the limits close is reopened at once).
+    assert figures["connections_held_mean"] >= 190, report
+    # Everyone else is answered, promptly, all along.
+    assert figures["failures"] == 0, report
+    for path, row in figures["by_endpoint"].items():
+        assert row["requests"] >= 50, (path, report)
+        assert row["p99_ms"] < 1000, (path, report)
+    # The time limits close every kind of slow connection (each was reopened and closed again), the
+    # ones that had started a request with a 408 first.
+    for kind, row in figures["slow_connections"].items():
+        assert row["closed_by_server"] >= 70, (kind, report)
+        assert row["seconds_open_p50"] <= LIMIT_SECONDS + 1.5, (kind, report)
+    assert figures["slow_connections"]["short_body"]["answered_before_close"] >= 70, report
+    assert figures["slow_connections"]["slow_headers"]["answered_before_close"] >= 70, report
+    assert figures["slow_connections"]["idle"]["answered_before_close"] == 0, report

@@ -429,11 +429,12 @@ def _outage(kind: str, *, pgdata: Path, stream: Stream, say: Callable[[str], Non
 
 
 def _attribute_answers(outages: list[dict[str, Any]], answers: list[Answer]) -> None:
-    """Each outage's share of the non-200 answers: those sent from its stop until the next outage."""
+    """Each outage's share of the non-200 answers: those that arrived from its stop until the next
+    outage's (a request sent just before a stop fails because of it)."""
+    starts = [outage["_times"][0] for outage in outages] + [float("inf")]
     for index, outage in enumerate(outages):
         killed, back = outage.pop("_times")
-        until = outages[index + 1]["_times"][0] if index + 1 < len(outages) else float("inf")
-        failed = [a for a in answers if killed <= a.sent < until and a.status != 200]
+        failed = [a for a in answers if killed <= a.done < starts[index + 1] and a.status != 200]
         outage["answered_503"] = sum(a.status == 503 for a in failed)
         outage["answered_other"] = sum(a.status != 503 for a in failed)
         last = max((a.done for a in failed), default=None)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,9 +86,12 @@ class ThrowawayServer:
 
 
 @pytest.fixture(scope="module")
-def throwaway_server(tmp_path_factory) -> Iterator[ThrowawayServer]:
-    base = tmp_path_factory.mktemp("pg", numbered=True)  # short: the unix socket lives in it
-    base.chmod(0o777)  # pgserver runs PostgreSQL as its own user when the tests run as root
+def throwaway_server() -> Iterator[ThrowawayServer]:
+    # Not under pytest's base temporary directory: as root, PostgreSQL runs as pgserver's own user,
+    # which must traverse every parent, and each new pytest session on the machine makes that base
+    # private again. A short path, too: the unix socket lives in the data directory.
+    base = Path(tempfile.mkdtemp(prefix="bpg-"))
+    base.chmod(0o777)
     data_dir = base / "d"
     # Starting this server says nothing about the shared one the session may have to stop at its end.
     started_here = embedded.started_here
@@ -96,4 +101,7 @@ def throwaway_server(tmp_path_factory) -> Iterator[ThrowawayServer]:
     try:
         yield server
     finally:
-        server.stop()  # a no-op when a test left it down (a killed server's backends exit by themselves)
+        try:
+            server.stop()  # a no-op when a test left it down (a killed server's backends exit by themselves)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)

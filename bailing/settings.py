@@ -129,7 +129,14 @@ if DATABASES["default"]["ENGINE"] not in {
     raise ImproperlyConfigured("Bailing Hub runs on PostgreSQL only; DATABASE_URL must be postgres://")
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+# Persistent connections are checked before reuse, so after a database outage the first request
+# reconnects instead of failing on a dead socket (README "Outages").
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Seconds a new connection may take: a server that drops packets instead of refusing them must turn
+# into a prompt 503, not a request held for minutes.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "connect_timeout", env.int("DB_CONNECT_TIMEOUT", default=5)
+)
 # Concurrent test runs on one server (developers, helpers, CI) each get their own test database.
 DATABASES["default"]["TEST"] = {"NAME": "test_bailing_" + env.str("BAILING_TEST_DB", default="main")}
 

@@ -6,8 +6,9 @@ import pytest
 from rest_framework.test import APIClient
 
 # Fixtures shared across test packages: ``external_database_url`` (a throwaway database on the
-# machine's PostgreSQL 15, for the DATABASE_URL path and the lexical fallback).
-pytest_plugins = ["tests.support.external_db", "tests.support.console"]
+# machine's PostgreSQL 15, for the DATABASE_URL path and the lexical fallback); ``database_down`` and
+# ``throwaway_server`` (broken databases for the outage tests, never the shared test database).
+pytest_plugins = ["tests.support.external_db", "tests.support.console", "tests.support.outage"]
 
 
 def pytest_unconfigure(config):

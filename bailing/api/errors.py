@@ -129,6 +129,18 @@ class RateLimited(ApiError):
         super().__init__(message, headers={"Retry-After": str(retry_after)}, retry_after_seconds=retry_after)
 
 
+class ServiceUnavailable(ApiError):
+    """The database cannot be reached (docs/protocol.md "Database outages"): retry, it is no bug."""
+
+    code = "service_unavailable"
+    http_status = 503
+    default_message = "The hub cannot reach its database right now; retry shortly."
+    extras = ("retry_after_seconds",)
+
+    def __init__(self, *, retry_after: int, message: str | None = None):
+        super().__init__(message, headers={"Retry-After": str(retry_after)}, retry_after_seconds=retry_after)
+
+
 def all_error_classes() -> list[type[ApiError]]:
     """Every concrete ApiError subclass loaded so far (the error-table test imports every app)."""
     seen: list[type[ApiError]] = []

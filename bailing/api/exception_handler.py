@@ -1,7 +1,9 @@
 """One exception handler renders every API error in the flat envelope.
 
-DRF's own exceptions are mapped onto stable codes; anything unexpected becomes a bare 500
-``internal_error`` whose log line names the exception type only (no body, credential or SQL).
+DRF's own exceptions are mapped onto stable codes; a database that cannot be reached is 503
+``service_unavailable`` with ``Retry-After`` and one warning line (docs/protocol.md "Database
+outages"); anything else unexpected becomes a bare 500 ``internal_error`` whose log line names the
+exception type only (no body, credential or SQL).
 :func:`api_error_response` renders the same envelope for the few errors decided before DRF runs
 (a chunked body over budget) or after it (Django's own HTML error pages under the agent prefixes).
 """
@@ -17,6 +19,12 @@ from rest_framework.response import Response
 
 from bailing.api import errors
 from bailing.api.serializers import first_error_path
+from bailing.db.outage import (
+    DATABASE_RETRY_AFTER_SECONDS,
+    database_unavailable,
+    log_database_unavailable,
+    mark_logged,
+)
 
 logger = logging.getLogger("bailing.api")
 
@@ -54,15 +62,27 @@ def _from_drf(exc: Exception) -> errors.ApiError | None:
     return None
 
 
+def database_unavailable_error() -> errors.ServiceUnavailable:
+    return errors.ServiceUnavailable(retry_after=DATABASE_RETRY_AFTER_SECONDS)
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response:
     api_exc = _from_drf(exc)
+    outage = None
     if api_exc is None:
-        view = context.get("view")
-        logger.error("unhandled %s in %s", type(exc).__name__, type(view).__name__ if view else "view")
-        api_exc = errors.InternalError()
+        outage = database_unavailable(exc)
+        if outage is not None:
+            log_database_unavailable(outage)
+            api_exc = database_unavailable_error()
+        else:
+            view = context.get("view")
+            logger.error("unhandled %s in %s", type(exc).__name__, type(view).__name__ if view else "view")
+            api_exc = errors.InternalError()
     response = Response(api_exc.payload(), status=api_exc.http_status)
     for name, value in api_exc.headers.items():
         response[name] = value
+    if outage is not None:
+        mark_logged(response)  # the warning above is the whole record of it
     return response
 
 
@@ -81,6 +101,8 @@ def api_error_response(exc: errors.ApiError, *, status: int | None = None) -> Ht
 
 def api_error_for_status(status: int) -> errors.ApiError:
     """The envelope for a non-JSON error response Django produced with ``status``."""
+    if status == 503:
+        return database_unavailable_error()
     if status >= 500:
         return errors.InternalError()
     return _STATUS_ERRORS.get(status, errors.InvalidRequest)()

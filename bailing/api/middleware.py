@@ -52,7 +52,9 @@ class AgentSurfaceMiddleware:
             content_type = response.get("Content-Type", "")
             if response.status_code >= 400 and not content_type.startswith("application/json"):
                 allow = response.get("Allow")
-                status = 500 if response.status_code >= 500 else response.status_code
+                status = response.status_code
+                if status > 500 and status != 503:
+                    status = 500  # 503 stays service_unavailable; any other 5xx is internal_error
                 response = api_error_response(api_error_for_status(status), status=status)
                 if allow:
                     response["Allow"] = allow

@@ -2,17 +2,31 @@
 
 Under the API prefixes every error is the flat JSON envelope (``bailing.api.middleware`` turns any
 HTML error there into JSON as well); everywhere else the console's own styled page answers, never
-Django's debug or plain pages. The 500 page is static: it must render even when the database (which
-the navigation and the signed-in user need) is what failed.
+Django's debug or plain pages. The 500 and 503 pages are static: they must render even when the
+database (which the navigation and the signed-in user need) is what failed.
+
+Django calls the 500 handler for every exception a view or a middleware let through (sessions and
+the signed-in user included), while that exception is being handled: when it shows the database
+unreachable (docs/protocol.md "Database outages") the answer is 503 ``service_unavailable`` with
+``Retry-After`` instead — the envelope under the API prefixes, the styled page elsewhere — logged as
+one warning line, without the traceback Django would log for a 500.
 """
 
 from __future__ import annotations
 
-from django.http import HttpResponseServerError
-from django.template import loader
+import sys
 
-from bailing.api.exception_handler import api_error_for_status, api_error_response
+from django.http import HttpResponse, HttpResponseServerError
+from django.template import loader
+from django.utils.cache import add_never_cache_headers
+
+from bailing.api.exception_handler import (
+    api_error_for_status,
+    api_error_response,
+    database_unavailable_error,
+)
 from bailing.api.middleware import on_agent_surface
+from bailing.db.outage import database_unavailable, log_database_unavailable, mark_logged
 from bailing.ui.pages import error_page
 
 _TEXTS = {
@@ -41,7 +55,26 @@ def page_not_found(request, exception=None):
     return _page(request, 404)
 
 
+def _database_unavailable(request) -> HttpResponse:
+    error = database_unavailable_error()
+    if on_agent_surface(request.path):
+        response = api_error_response(error)
+        response["Cache-Control"] = "no-store"
+        return response
+    response = HttpResponse(loader.get_template("503.html").render(), status=503)
+    for name, value in error.headers.items():
+        response[name] = value
+    add_never_cache_headers(response)
+    return response
+
+
 def server_error(request):
+    outage = database_unavailable(sys.exc_info()[1])
+    if outage is not None:
+        log_database_unavailable(outage)
+        response = _database_unavailable(request)
+        mark_logged(response)
+        return response
     if on_agent_surface(request.path):
         return api_error_response(api_error_for_status(500), status=500)
     return HttpResponseServerError(loader.get_template("500.html").render())

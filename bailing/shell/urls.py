@@ -6,11 +6,12 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from bailing.api.middleware import API_PREFIX_PATTERN
-from bailing.api.views import ApiNotFound, HealthApi
+from bailing.api.views import ApiNotFound, HealthApi, ReadinessApi
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False), name="root"),
     path("health", HealthApi.as_view(), name="health"),
+    path("health/ready", ReadinessApi.as_view(), name="health-ready"),
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
     # Standard OAuth sign-in for MCP clients: /.well-known/oauth-authorization-server and /oauth/….
     path("", include("agent_runtime.api.oauth_urls")),

@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from bailing.db import embedded
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_server_started_on_a_fresh_data_directory_is_stopped_again(tmp_path_factory):
-    # A short path: the unix socket lives in the data directory.
-    data_dir = Path(tmp_path_factory.mktemp("pg", numbered=True))
-    data_dir.chmod(0o777)  # pgserver runs PostgreSQL as its own user when the tests run as root
-    pgdata = data_dir / "d"
+@pytest.fixture
+def fresh_data_dir() -> Iterator[Path]:
+    """A short path (the unix socket lives in the data directory), outside pytest's base temporary
+    directory: as root, PostgreSQL runs as pgserver's own user, which must traverse every parent, and
+    each new pytest session on the machine makes that base private again."""
+    base = Path(tempfile.mkdtemp(prefix="bpg-"))
+    base.chmod(0o777)
+    # Starting this server says nothing about the shared one the session may have to stop at its end.
+    started_here = embedded.started_here
+    try:
+        yield base / "d"
+    finally:
+        embedded.started_here = started_here
+        embedded.embedded_server_stop(base / "d")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_server_started_on_a_fresh_data_directory_is_stopped_again(fresh_data_dir):
+    pgdata = fresh_data_dir
     assert not embedded.embedded_server_running(pgdata)
 
     url = embedded.embedded_database_url(pgdata)

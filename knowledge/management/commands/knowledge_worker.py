@@ -25,6 +25,7 @@ from types import FrameType
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
+from bailing.db.outage import database_unavailable, log_database_unavailable
 from knowledge.services.indexing import IndexOutcome, document_index, documents_index
 from knowledge.services.queue import documents_claim
 from knowledge.vectors import vector_storage_ensure
@@ -74,8 +75,12 @@ class Command(BaseCommand):
                 close_old_connections()
             try:
                 ids = documents_claim(limit=batch, lease_seconds=lease)
-            except DatabaseError:
-                logger.exception("knowledge worker could not claim documents")
+            except DatabaseError as exc:
+                outage = database_unavailable(exc)
+                if outage is not None:  # one line per poll while the database is away, no traceback
+                    log_database_unavailable(outage)
+                else:
+                    logger.exception("knowledge worker could not claim documents")
                 ids = []
                 if once:
                     raise

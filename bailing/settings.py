@@ -155,6 +155,9 @@ WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = not PRODUCTION
 
 LOGIN_URL = "/console/login/"
+# Console sign-in throttle (bailing/shell/console/login.py): besides five failures per (IP address,
+# username), this many failures from one IP address within ten minutes lock the address out.
+BAILING_LOGIN_IP_MAX_FAILURES = env.int("BAILING_LOGIN_IP_MAX_FAILURES", default=20)
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"
 

@@ -433,6 +433,7 @@ def _page(response, status):
     [
         {"client_id": None},
         {"client_id": "bhm_" + "x" * 43},
+        {"client_id": "bhm_" + "x" * 20 + "\x00" + "x" * 22},  # PostgreSQL text refuses NUL: never looked up
         {"client_id": "someone-else"},
         {"client_id": ["{client_id}", "{client_id}"]},
         {"redirect_uri": None},
@@ -566,6 +567,7 @@ def test_code_exchange_without_resource_works(http, sign_in_client):
         ({"resource": f"{PUBLIC}/mcp/orders"}, 400, "invalid_target"),
         ({"resource": "https://elsewhere.example.com/mcp/demo"}, 400, "invalid_target"),
         ({"client_id": "bhm_" + "x" * 43}, 401, "invalid_client"),
+        ({"client_id": "bhm_" + "x" * 20 + "\x00" + "x" * 22}, 401, "invalid_client"),
         ({"client_id": None}, 400, "invalid_request"),
         ({"code": None}, 400, "invalid_request"),
         ({"code_verifier": None}, 400, "invalid_request"),
@@ -690,6 +692,7 @@ def test_refresh_rotates_and_a_replay_revokes_the_session(http, sign_in_client):
         ({"refresh_token": "bhr_" + "A" * 43}, 400, "invalid_grant"),
         ({"refresh_token": None}, 400, "invalid_request"),
         ({"client_id": "bhm_" + "x" * 43}, 401, "invalid_client"),
+        ({"client_id": "bhm_" + "x" * 20 + "\x00" + "x" * 22}, 401, "invalid_client"),
     ],
 )
 def test_refresh_failures_leave_the_session_alone(http, sign_in_client, overrides, status, error):
@@ -743,6 +746,9 @@ def test_revoke_is_200_for_unknown_and_other_clients_tokens(http, sign_in_client
     response = form_post(
         http, "/oauth/revoke", {"token": tokens["access_token"], "client_id": "bhm_" + "x" * 43}
     )
+    assert_oauth_error(response, 401, "invalid_client")
+    nul_id = "bhm_" + "x" * 20 + "\x00" + "x" * 22
+    response = form_post(http, "/oauth/revoke", {"token": tokens["access_token"], "client_id": nul_id})
     assert_oauth_error(response, 401, "invalid_client")
     assert session_of(tokens).state == "active"
 

@@ -271,6 +271,11 @@ def test_register_accepts_loopback_and_https_redirects(http, sign_in_client, uri
     "uri",
     [
         "http://[::1]evil.com:8503/",
+        "http://[::1]@evil.com:8503/",
+        "http://127.0.0.1.evil.com:8503/cb",
+        "http://localhost.evil.com:8503/cb",
+        "http://127.0.0.1:65536/cb",
+        "http://[::1]/cb",
         "http://127.0.0.1/callback",
         "http://localhost/callback",
         "http://127.0.0.1:0/callback",

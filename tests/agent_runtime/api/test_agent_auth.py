@@ -743,6 +743,30 @@ def test_code_is_single_use_and_expires(api_client, business):
     assert_error(post(api_client, "/token", code_grant(code, verifier)), 400, "invalid_grant")
 
 
+def test_code_replay_revokes_everything_once_and_audits_every_replay(api_client, business):
+    authorization_id, code, verifier = approved_code(api_client, business)
+    first = post(api_client, "/token", code_grant(code, verifier)).json()
+    # A replay needs no verifier: whoever holds a consumed code proves it leaked.
+    for verifier_presented in (verifier, "v" * 43):
+        assert_error(post(api_client, "/token", code_grant(code, verifier_presented)), 400, "invalid_grant")
+    session = AgentSession.objects.get(pk=first["session_id"])
+    assert (session.state, session.revoke_reason) == ("revoked", "code_replay")
+    assert AgentRefreshToken.objects.get(session=session).status == "revoked"
+    refreshed = post(
+        api_client,
+        "/token",
+        {"grant_type": "refresh_token", "client_app_id": "shop", "refresh_token": first["refresh_token"]},
+    )
+    assert_error(refreshed, 400, "invalid_grant")
+    replays = AuditEvent.objects.filter(action="agent_auth.code.replayed", target_id=authorization_id)
+    assert replays.count() == 2
+    assert {event.session_id for event in replays} == {session.id}
+    revoked = AuditEvent.objects.filter(action="agent_auth.session.revoked", session_id=session.id)
+    assert [(e.data["reason"], e.data["authorization_id"]) for e in revoked] == [
+        ("code_replay", authorization_id)
+    ]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_parallel_code_exchanges_succeed_exactly_once(business):
     _, code, verifier = approved_code(APIClient(), business)

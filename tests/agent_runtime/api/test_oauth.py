@@ -659,6 +659,29 @@ def test_code_replay_revokes_the_session(http, sign_in_client):
     assert AuditEvent.objects.filter(action="agent_auth.code.replayed", target_id=authorization_id).exists()
     me = http.get("/agent-auth/v1/session", HTTP_AUTHORIZATION=f"Bearer {tokens['access_token']}")
     assert me.status_code == 401
+    revoked = AuditEvent.objects.filter(action="agent_auth.session.revoked", session_id=session.id)
+    assert [event.data["reason"] for event in revoked] == ["code_replay"]
+    assert_oauth_error(form_post(http, "/oauth/token", refresh_body(client_id, tokens)), 400, "invalid_grant")
+
+
+def test_an_oauth_code_replayed_at_the_agent_auth_door_revokes_its_session(http, sign_in_client):
+    client_id = registered(http)["client_id"]
+    authorization_id, code, verifier = approved_code(http, client_id)
+    tokens = form_post(http, "/oauth/token", code_body(client_id, code, verifier)).json()
+    v1 = {
+        "grant_type": "authorization_code",
+        "client_app_id": "mcp-agent",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "code_verifier": verifier,
+    }
+    response = http.post("/agent-auth/v1/token", v1, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert (session_of(tokens).state, session_of(tokens).revoke_reason) == ("revoked", "code_replay")
+    assert (
+        AuditEvent.objects.filter(action="agent_auth.code.replayed", target_id=authorization_id).count() == 1
+    )
 
 
 def test_expired_code_is_invalid_grant(http, sign_in_client):

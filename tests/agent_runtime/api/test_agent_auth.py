@@ -1174,3 +1174,58 @@ def test_wrong_methods_are_405(api_client, business):
     tokens = logged_in(api_client, business)
     response = post(api_client, "/session", {}, tokens["access_token"])
     assert_error(response, 405, "method_not_allowed")
+
+
+@pytest.fixture
+def hub_consent_client():
+    """A client whose sign-ins are approved on the hub's consent page: hub consent, no business page."""
+    return ClientFactory(app_id="desk", hub_consent=True, agent_authorize_url="", allowed_routes=["orders"])
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_a_hub_consent_client_cannot_decide_its_own_authorizations(api_client, hub_consent_client, decision):
+    """The hub's consent page makes the signed-in hub user the principal; the business endpoints would
+    let the client's Client Token vouch for anyone instead."""
+    authorization_id, _ = start(api_client, client_app_id="desk")
+    before = AuditEvent.objects.count()
+    body = approve_body() if decision == "approve" else {}
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/{decision}", body, hub_consent_client._token
+    )
+    assert_error(response, 403, "hub_consent_only")
+    authorization = AgentAuthorization.objects.get(pk=authorization_id)
+    assert (authorization.status, authorization.code_hash, authorization.principal) == ("pending", None, None)
+    assert AuditEvent.objects.count() == before
+    # The hub's own consent page still decides it.
+    from agent_runtime.services.agent_auth.authorizations import authorization_approve
+    from bailing.audit.actor import Actor
+
+    redirect = authorization_approve(
+        authorization_id=authorization_id,
+        client=None,
+        principal={"id": "ada", "roles": []},
+        on_behalf_of="ada",
+        allowed_routes=["orders"],
+        actor=Actor("user", "ada"),
+    )
+    assert "code=" in redirect
+
+
+def test_a_client_with_its_own_consent_page_still_decides_with_hub_consent_on(api_client, hub_consent_client):
+    hub_consent_client.agent_authorize_url = "https://desk.example.com/agent/authorize"
+    hub_consent_client.save(update_fields=["agent_authorize_url"])
+    authorization_id, _ = start(api_client, client_app_id="desk")
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(), hub_consent_client._token
+    )
+    assert response.status_code == 200, response.content
+
+
+def test_another_clients_authorization_stays_404_for_a_hub_consent_client(
+    api_client, business, hub_consent_client
+):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(), hub_consent_client._token
+    )
+    assert_error(response, 404, "not_found")

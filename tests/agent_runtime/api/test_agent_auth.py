@@ -496,6 +496,51 @@ def test_approve_rejects_control_characters_naming_the_field(api_client, busines
     assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
 
 
+# Bidirectional embeddings, overrides and isolates reorder what the console and consent pages show
+# (a device label "laptop\u202eexe.txt" reads "laptoptxt.exe"): refused like control characters in
+# displayed text.
+BIDI_CONTROLS = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+BIDI_IDS = [f"U+{ord(c):04X}" for c in BIDI_CONTROLS]
+
+
+@pytest.mark.parametrize("char", BIDI_CONTROLS, ids=BIDI_IDS)
+def test_create_rejects_bidi_controls_in_the_device_label(api_client, business, char):
+    body, _ = create_body(device_label=f"laptop{char}exe.txt")
+    response = post(api_client, "/authorizations", body)
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == "device_label"
+    assert not AgentAuthorization.objects.exists()
+
+
+@pytest.mark.parametrize("char", BIDI_CONTROLS, ids=BIDI_IDS)
+@pytest.mark.parametrize(
+    ("path", "make"),
+    [
+        ("principal.id", lambda c: {"principal": {"id": f"al{c}ice"}}),
+        ("principal.tenant", lambda c: {"principal": {"id": "alice", "tenant": f"t{c}"}}),
+        ("principal.roles[1]", lambda c: {"principal": {"id": "alice", "roles": ["ok", f"r{c}"]}}),
+        ("principal.audience", lambda c: {"principal": {"id": "alice", "audience": f"a{c}"}}),
+        ("principal.channel", lambda c: {"principal": {"id": "alice", "channel": f"c{c}"}}),
+        ("subject_display.name", lambda c: {"subject_display": {"name": f"Team{c}"}}),
+    ],
+)
+def test_approve_rejects_bidi_controls_in_displayed_fields(api_client, business, path, make, char):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(**make(char)), business._token
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == path
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
+
+
+def test_right_to_left_text_without_bidi_controls_is_accepted(api_client, business):
+    # Hebrew and Arabic need no override characters; the implicit marks (U+200E/U+200F) stay allowed.
+    label = "מחשב נייד ‏لابتوب"
+    authorization_id, _ = start(api_client, device_label=label)
+    assert AgentAuthorization.objects.get(pk=authorization_id).device_label == label
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [

@@ -1,5 +1,14 @@
 """Request and response hardening every surface shares (docs/architecture.md "Plumbing").
 
+``ContentSecurityPolicyMiddleware``: every HTML response (console pages, the consent page, error
+pages) carries ``CONTENT_SECURITY_POLICY``, beside the X-Frame-Options, nosniff, COOP and
+Referrer-Policy headers Django's own middleware sets from the settings. The console has no script
+and no inline style at all (``tests/bailing/test_security_headers.py`` scans the templates), so the
+policy allows only the hub's own stylesheet: no script of any origin, no inline style, no plugins,
+no framing. ``form-action`` is deliberately absent: approving on the consent page answers a redirect
+to the agent's loopback listener (any port) or an OAuth client's registered https redirect, and a
+browser checks ``form-action`` against where a form's redirects lead as well.
+
 ``TrustedProxyMiddleware`` (first in ``MIDDLEWARE``): proxy headers are believed only from the
 reverse proxies ``BAILING_TRUSTED_PROXIES`` names (addresses or networks; empty by default). From
 any other peer ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are removed before anything reads them,
@@ -19,6 +28,10 @@ from functools import lru_cache
 from django.conf import settings
 
 _PROXY_HEADERS = ("HTTP_X_FORWARDED_PROTO", "HTTP_X_FORWARDED_FOR")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -65,3 +78,14 @@ class TrustedProxyMiddleware:
         elif meta.get("HTTP_X_FORWARDED_FOR"):
             meta["REMOTE_ADDR"] = forwarded_client(peer, meta["HTTP_X_FORWARDED_FOR"], networks)
         return self.get_response(request)
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.get("Content-Type", "").startswith("text/html"):
+            response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        return response

@@ -92,6 +92,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "bailing.security.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "bailing.shell.urls"

@@ -1,4 +1,4 @@
-"""Request and response hardening every surface shares (docs/architecture.md "Plumbing").
+"""Request and response hardening every surface shares (docs/architecture.md "Plumbing: bailing").
 
 ``ContentSecurityPolicyMiddleware``: every HTML response (console pages, the consent page, error
 pages) carries ``CONTENT_SECURITY_POLICY``, beside the X-Frame-Options, nosniff, COOP and

@@ -160,7 +160,7 @@ WHITENOISE_AUTOREFRESH = not PRODUCTION
 
 LOGIN_URL = "/console/login/"
 # Console sign-in throttle (bailing/shell/console/login.py): besides five failures per (IP address,
-# username), this many failures from one IP address within ten minutes lock the address out.
+# username), this many failures from one IP address within ten minutes lock the address out (0 = off).
 BAILING_LOGIN_IP_MAX_FAILURES = env.int("BAILING_LOGIN_IP_MAX_FAILURES", default=20)
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"

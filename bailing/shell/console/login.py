@@ -3,8 +3,8 @@
 Two limits, both over the last ten minutes, answer 429 without checking the password:
 
 - five failed sign-ins for one (IP address, username) lock that pair out;
-- ``BAILING_LOGIN_IP_MAX_FAILURES`` (default 20) failed sign-ins from one IP address, whatever the
-  usernames, lock that address out.
+- ``BAILING_LOGIN_IP_MAX_FAILURES`` (default 20; 0 turns this limit off) failed sign-ins from one IP
+  address, whatever the usernames, lock that address out.
 
 The username is counted as authentication reads it: Django's ``UsernameField`` strips it and applies
 NFKC, so ``" alice"``, ``"alice\\xa0"`` and full-width ``ａｌｉｃｅ`` all sign in as ``alice`` and therefore
@@ -55,9 +55,9 @@ class ConsoleLoginView(auth_views.LoginView):
             failures = AuditEvent.objects.filter(
                 action="console.login.failed", data__ip=ip, created_at__gte=timezone.now() - WINDOW
             )
-            if (
-                failures.filter(actor=username).count() >= MAX_FAILURES
-                or failures.count() >= settings.BAILING_LOGIN_IP_MAX_FAILURES
+            ip_limit = settings.BAILING_LOGIN_IP_MAX_FAILURES
+            if failures.filter(actor=username).count() >= MAX_FAILURES or (
+                ip_limit and failures.count() >= ip_limit
             ):
                 context = self.get_context_data(form=self.get_form(), throttled=True)
                 return self.render_to_response(context, status=429)

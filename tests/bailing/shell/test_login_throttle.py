@@ -103,3 +103,6 @@ def test_one_address_is_locked_out_after_its_limit_of_failures_across_usernames(
     assert AuditEvent.objects.filter(action="console.login.failed").count() == 7
     # ... while another address signs in.
     assert attempt(PASSWORD, ip="198.51.100.2").status_code == 302
+    # 0 turns the per-address limit off (the per-username one stays).
+    settings.BAILING_LOGIN_IP_MAX_FAILURES = 0
+    assert attempt("wrong", username="guess-newer").status_code == 200

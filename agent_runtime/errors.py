@@ -40,6 +40,18 @@ class InvalidState(ApiError):
     default_message = "The authorization request is no longer pending."
 
 
+class HubConsentOnly(ApiError):
+    """A hub-consent client (``hub_consent`` and no ``agent_authorize_url``) tried the business
+    approve/deny endpoints: its sign-ins are decided on the hub's consent page, where the principal
+    is the signed-in hub user, never one its Client Token vouches for."""
+
+    code = "hub_consent_only"
+    http_status = 403
+    default_message = (
+        "This client's sign-ins are approved on the hub's consent page, not with its Client Token."
+    )
+
+
 class AgentAuthorizeUrlInvalid(ApiError):
     code = "agent_authorize_url_invalid"
     http_status = 503

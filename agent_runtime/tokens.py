@@ -46,7 +46,8 @@ def looks_like(secret: str | None, prefix: str) -> bool:
         isinstance(secret, str)
         and secret.startswith(prefix)
         and MIN_TOKEN_LENGTH <= len(secret) <= 256
-        and secret.isascii()
+        # Visible ASCII only: an OAuth client id is looked up as it is, and PostgreSQL text refuses NUL.
+        and all("!" <= char <= "~" for char in secret)
     )
 
 

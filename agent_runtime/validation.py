@@ -20,8 +20,9 @@ def is_loopback_host(host: str) -> bool:
 def authorize_url_problem(url: str) -> str | None:
     """Why ``url`` is not a valid business consent page URL, or None.
 
-    HTTPS, or plain HTTP only to a loopback host with an explicit port (development); never
-    userinfo or a fragment (docs/protocol.md "Agent sign-in and consent").
+    HTTPS, or plain HTTP only to a loopback host with an explicit port (development); the authority
+    exactly as its host and port parse; never userinfo or a fragment (docs/protocol.md "Agent
+    sign-in and consent").
     """
     if not isinstance(url, str) or not url or len(url) > 2048:
         return "must be a URL of at most 2048 characters"
@@ -37,6 +38,10 @@ def authorize_url_problem(url: str) -> str | None:
     host = parts.hostname or ""
     if not host:
         return "must have a host"
+    # The authority exactly as host and port parse (case aside): "[::1]evil.com:8080" has hostname
+    # "::1" for urlsplit, and is no loopback address to a browser.
+    if parts.netloc.lower() != _netloc(host, port):
+        return "is not a valid URL"
     if parts.scheme == "https":
         return None
     if parts.scheme == "http" and is_loopback_host(host) and port is not None:
@@ -47,8 +52,9 @@ def authorize_url_problem(url: str) -> str | None:
 def loopback_redirect_problem(uri: str) -> str | None:
     """Why ``uri`` is not an acceptable agent loopback redirect, or None.
 
-    ``http``, host ``127.0.0.1`` or ``[::1]``, explicit port 1–65535, no userinfo or fragment,
-    at most 2048 characters (docs/protocol.md "Agent sign-in and consent").
+    ``http``, the authority exactly ``127.0.0.1:<port>`` or ``[::1]:<port>`` with a port 1–65535
+    written without leading zeros, no userinfo or fragment, at most 2048 characters
+    (docs/protocol.md "Agent sign-in and consent").
     """
     if not isinstance(uri, str) or not uri or len(uri) > 2048:
         return "length"
@@ -65,10 +71,12 @@ def loopback_redirect_problem(uri: str) -> str | None:
         return "fragment"
     if parts.hostname not in ("127.0.0.1", "::1"):
         return "host"
-    if parts.hostname == "::1" and not parts.netloc.startswith("[::1]"):
-        return "host"
     if port is None or not (1 <= port <= 65535):
         return "port"
+    # The whole authority, exactly: urlsplit drops what follows "]" from the host, so
+    # "[::1]evil.com:8503" has hostname "::1"; ports are compared as written (no "08503").
+    if parts.netloc not in (f"127.0.0.1:{port}", f"[::1]:{port}"):
+        return "host"
     return None
 
 

@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
+from django.urls import register_converter
 
 
 class BailingConfig(AppConfig):
@@ -7,7 +8,12 @@ class BailingConfig(AppConfig):
     verbose_name = "Bailing Hub"
 
     def ready(self) -> None:
+        from bailing.converters import CONVERTERS
         from bailing.roles import roles_sync_after_migrate
+
+        # <segment:…> / <segments:…>, used by every path parameter; registered before any URLconf loads.
+        for name, converter in CONVERTERS.items():
+            register_converter(converter, name)
 
         # Roles are plumbing (groups + model permissions), not domain logic: syncing them after
         # every migrate (and every test flush) keeps them complete as apps add permissions.

@@ -7,6 +7,7 @@ starts (or reuses) an embedded PostgreSQL with pgvector under ``var/``. Producti
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -79,6 +80,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: proxy headers from anyone but a named proxy are gone before anything reads them.
+    "bailing.security.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the console's static files under gunicorn (no separate web server needed).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -89,6 +92,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "bailing.security.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "bailing.shell.urls"
@@ -162,6 +166,9 @@ WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = not PRODUCTION
 
 LOGIN_URL = "/console/login/"
+# Console sign-in throttle (bailing/shell/console/login.py): besides five failures per (IP address,
+# username), this many failures from one IP address within ten minutes lock the address out (0 = off).
+BAILING_LOGIN_IP_MAX_FAILURES = env.int("BAILING_LOGIN_IP_MAX_FAILURES", default=20)
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"
 
@@ -179,7 +186,19 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Reverse proxies in front of the hub (addresses or networks, comma-separated). Only requests from
+# them may say they came over HTTPS (X-Forwarded-Proto) and for whom (X-Forwarded-For); empty (the
+# default) believes no proxy header from anyone (bailing/security.py).
+BAILING_TRUSTED_PROXIES = env.list("BAILING_TRUSTED_PROXIES", default=[])
+for _proxy in BAILING_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "BAILING_TRUSTED_PROXIES must list IP addresses or networks, comma-separated"
+        ) from None
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BAILING_TRUSTED_PROXIES else None
 
 # --- REST framework ---------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -83,13 +83,14 @@ def validate_knowledge_base_config(data: dict, *, path: str) -> dict:
     embedding = _kb_embedding(data.get("embedding", {}), field_path(path, "embedding"))
     return {
         "kb_id": read_resource_name(data["kb_id"], field_path(path, "kb_id")),
-        "name": read_string(data["name"], field_path(path, "name"), max_len=128),
+        "name": read_string(data["name"], field_path(path, "name"), max_len=128, display=True),
         "description": read_string(
             data.get("description", ""),
             field_path(path, "description"),
             max_len=1000,
             min_len=0,
             multiline=True,
+            display=True,
         ),
         "enabled": read_boolean(data.get("enabled", True), field_path(path, "enabled")),
         "embedding_provider": embedding["provider"],

@@ -100,7 +100,7 @@ class AuthorizationCreateApi(APIView):
         redirect_uri = StrictCharField(max_length=2048)
         state = StrictCharField(min_length=8, max_length=512)
         requested_routes = RouteListField()
-        device_label = StrictCharField(min_length=1, max_length=128)
+        device_label = StrictCharField(min_length=1, max_length=128, display=True)
         code_challenge = StrictCharField(pattern=PKCE_CHALLENGE)
         code_challenge_method = StrictCharField(pattern="S256")
 
@@ -288,17 +288,20 @@ class PrincipalInput(StrictSerializer):
     """The trusted principal the business backend vouches for (see docs/protocol.md "Agent sign-in and
     consent")."""
 
-    id = StrictCharField(min_length=1, max_length=128)
-    tenant = StrictCharField(max_length=128, allow_blank=True, required=False)
-    roles = StrictListField(child=StrictCharField(min_length=1, max_length=64), max_length=64, required=False)
-    audience = StrictCharField(max_length=64, allow_blank=True, required=False)
-    channel = StrictCharField(max_length=128, allow_blank=True, required=False)
+    # Shown in the console (sessions, conversations): display text, no bidirectional controls.
+    id = StrictCharField(min_length=1, max_length=128, display=True)
+    tenant = StrictCharField(max_length=128, allow_blank=True, required=False, display=True)
+    roles = StrictListField(
+        child=StrictCharField(min_length=1, max_length=64, display=True), max_length=64, required=False
+    )
+    audience = StrictCharField(max_length=64, allow_blank=True, required=False, display=True)
+    channel = StrictCharField(max_length=128, allow_blank=True, required=False, display=True)
 
 
 class SubjectDisplayInput(StrictSerializer):
     """Display-only name of what the user authorized (a team, a shop...), never an identity."""
 
-    name = StrictCharField(min_length=1, max_length=SUBJECT_DISPLAY_MAX)
+    name = StrictCharField(min_length=1, max_length=SUBJECT_DISPLAY_MAX, display=True)
 
     def validate_name(self, value: str) -> str:
         if not value.strip() or any(sep in value for sep in _LINE_SEPARATORS):

@@ -107,8 +107,9 @@ class RunCompleteApi(AgentApiView):
         assistant_message_id = StrictCharField(pattern=CLIENT_ID_PATTERN)
         status = StrictCharField(pattern="completed|failed|cancelled")
         content = ClientTextField()
-        model = StrictCharField(max_length=LABEL_MAX_CHARS, allow_blank=True, required=False)
-        runtime = StrictCharField(max_length=LABEL_MAX_CHARS, allow_blank=True, required=False)
+        # Both are shown on the console's conversation page.
+        model = StrictCharField(max_length=LABEL_MAX_CHARS, allow_blank=True, required=False, display=True)
+        runtime = StrictCharField(max_length=LABEL_MAX_CHARS, allow_blank=True, required=False, display=True)
         usage = CompletionUsageSerializer(required=False)
 
     def post(self, request, run_id: str):

@@ -8,17 +8,19 @@ from agent_runtime.api import invocation_views, runtime_views, views
 
 urlpatterns = [
     path("workspaces", views.WorkspaceListApi.as_view(), name="agent-workspaces"),
-    path("workspaces/<str:route>/bootstrap", views.WorkspaceBootstrapApi.as_view(), name="agent-bootstrap"),
     path(
-        "workspaces/<str:route>/capabilities/search",
+        "workspaces/<segment:route>/bootstrap", views.WorkspaceBootstrapApi.as_view(), name="agent-bootstrap"
+    ),
+    path(
+        "workspaces/<segment:route>/capabilities/search",
         views.CapabilitySearchApi.as_view(),
         name="agent-capability-search",
     ),
     path("tools", views.ToolCatalogApi.as_view(), name="agent-tool-catalog"),
-    path("tools/<str:name>", views.ToolDetailApi.as_view(), name="agent-tool-detail"),
+    path("tools/<segment:name>", views.ToolDetailApi.as_view(), name="agent-tool-detail"),
     # Agent Client Runtime turns and runs (agent_runtime.api.runtime_views).
-    path("workspaces/<str:route>/turns", runtime_views.TurnCreateApi.as_view(), name="agent-turns"),
-    path("runs/<str:run_id>/complete", runtime_views.RunCompleteApi.as_view(), name="agent-run-complete"),
+    path("workspaces/<segment:route>/turns", runtime_views.TurnCreateApi.as_view(), name="agent-turns"),
+    path("runs/<segment:run_id>/complete", runtime_views.RunCompleteApi.as_view(), name="agent-run-complete"),
     # Governed tool invocations (agent_runtime.api.invocation_views). The fixed path comes before the id.
     path("tool-invocations", invocation_views.InvocationCreateApi.as_view(), name="agent-tool-invocations"),
     path(
@@ -27,12 +29,12 @@ urlpatterns = [
         name="agent-tool-invocation-inspection",
     ),
     path(
-        "tool-invocations/<str:invocation_id>/resume",
+        "tool-invocations/<segment:invocation_id>/resume",
         invocation_views.InvocationResumeApi.as_view(),
         name="agent-tool-invocation-resume",
     ),
     path(
-        "tool-invocations/<str:invocation_id>/receipt",
+        "tool-invocations/<segment:invocation_id>/receipt",
         invocation_views.InvocationReceiptApi.as_view(),
         name="agent-tool-invocation-receipt",
     ),

@@ -92,7 +92,7 @@ def validate_client_config(data: dict, *, path: str) -> dict:
             raise ConfigError(field_path(path, required), "is required")
     result: dict[str, Any] = {
         "app_id": read_resource_name(data["app_id"], field_path(path, "app_id")),
-        "name": read_string(data["name"], field_path(path, "name"), max_len=128),
+        "name": read_string(data["name"], field_path(path, "name"), max_len=128, display=True),
         "description": "",
         "enabled": True,
         "allowed_routes": [],
@@ -105,7 +105,12 @@ def validate_client_config(data: dict, *, path: str) -> dict:
     }
     if "description" in data:
         result["description"] = read_string(
-            data["description"], field_path(path, "description"), max_len=1000, min_len=0, multiline=True
+            data["description"],
+            field_path(path, "description"),
+            max_len=1000,
+            min_len=0,
+            multiline=True,
+            display=True,
         )
     if "enabled" in data:
         result["enabled"] = read_boolean(data["enabled"], field_path(path, "enabled"))

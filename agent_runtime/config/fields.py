@@ -98,14 +98,18 @@ def read_string(
     max_len: int,
     min_len: int = 1,
     multiline: bool = False,
+    display: bool = False,
     pattern: re.Pattern[str] | None = None,
     pattern_reason: str = "has an invalid format",
 ) -> str:
+    """A string of ``min_len``..``max_len`` UTF-16 units without lone surrogates or control
+    characters; ``display`` text (names and descriptions the console shows) also without
+    bidirectional controls."""
     if not isinstance(value, str):
         raise ConfigError(path, "must be a string")
     if has_lone_surrogate(value):
         raise ConfigError(path, "contains an unpaired surrogate")
-    if has_control_chars(value, multiline=multiline):
+    if has_control_chars(value, multiline=multiline, display=display):
         raise ConfigError(path, "contains control characters")
     length = utf16_length(value)
     if length < min_len:

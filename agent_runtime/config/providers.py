@@ -154,7 +154,12 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
     }
     if "description" in data:
         result["description"] = read_string(
-            data["description"], field_path(path, "description"), max_len=1000, min_len=0, multiline=True
+            data["description"],
+            field_path(path, "description"),
+            max_len=1000,
+            min_len=0,
+            multiline=True,
+            display=True,
         )
     if "enabled" in data:
         result["enabled"] = read_boolean(data["enabled"], field_path(path, "enabled"))

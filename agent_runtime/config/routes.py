@@ -440,7 +440,7 @@ def validate_route_config(data: dict, *, path: str) -> dict:
             raise ConfigError(field_path(path, required), "is required")
     result: dict[str, Any] = {
         "route_key": _route_key(data["route_key"], field_path(path, "route_key")),
-        "name": read_string(data["name"], field_path(path, "name"), max_len=128),
+        "name": read_string(data["name"], field_path(path, "name"), max_len=128, display=True),
         "description": "",
         "enabled": True,
         "target": "llm",
@@ -455,7 +455,12 @@ def validate_route_config(data: dict, *, path: str) -> dict:
     }
     if "description" in data:
         result["description"] = read_string(
-            data["description"], field_path(path, "description"), max_len=1000, min_len=0, multiline=True
+            data["description"],
+            field_path(path, "description"),
+            max_len=1000,
+            min_len=0,
+            multiline=True,
+            display=True,
         )
     if "enabled" in data:
         result["enabled"] = read_boolean(data["enabled"], field_path(path, "enabled"))

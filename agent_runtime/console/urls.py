@@ -6,22 +6,28 @@ from agent_runtime.console import clients, consent, conversations, providers, se
 
 urlpatterns = [
     path("workspaces/", workspaces.WorkspaceListView.as_view(), name="workspace_list"),
-    path("workspaces/<str:route_key>/", workspaces.WorkspaceDetailView.as_view(), name="workspace_detail"),
-    path("providers/", providers.ProviderListView.as_view(), name="provider_list"),
-    path("providers/<str:name>/", providers.ProviderDetailView.as_view(), name="provider_detail"),
-    path("providers/<str:name>/refresh/", providers.ProviderRefreshView.as_view(), name="provider_refresh"),
     path(
-        "providers/<str:name>/tools/<str:tool>/",
+        "workspaces/<segment:route_key>/", workspaces.WorkspaceDetailView.as_view(), name="workspace_detail"
+    ),
+    path("providers/", providers.ProviderListView.as_view(), name="provider_list"),
+    path("providers/<segment:name>/", providers.ProviderDetailView.as_view(), name="provider_detail"),
+    path(
+        "providers/<segment:name>/refresh/", providers.ProviderRefreshView.as_view(), name="provider_refresh"
+    ),
+    path(
+        "providers/<segment:name>/tools/<segment:tool>/",
         providers.ProviderToolDetailView.as_view(),
         name="provider_tool_detail",
     ),
     path("clients/", clients.ClientListView.as_view(), name="client_list"),
     # "_new" can never be an App ID (those start with a letter or digit), so it never shadows a client.
     path("clients/_new/", clients.ClientCreateView.as_view(), name="client_create"),
-    path("clients/<str:app_id>/", clients.ClientDetailView.as_view(), name="client_detail"),
-    path("clients/<str:app_id>/enabled/", clients.ClientSetEnabledView.as_view(), name="client_set_enabled"),
+    path("clients/<segment:app_id>/", clients.ClientDetailView.as_view(), name="client_detail"),
     path(
-        "clients/<str:app_id>/rotate-token/",
+        "clients/<segment:app_id>/enabled/", clients.ClientSetEnabledView.as_view(), name="client_set_enabled"
+    ),
+    path(
+        "clients/<segment:app_id>/rotate-token/",
         clients.ClientTokenRotateView.as_view(),
         name="client_token_rotate",
     ),

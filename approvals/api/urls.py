@@ -5,5 +5,5 @@ from django.urls import path
 from approvals.api.views import ApprovalDecisionApi
 
 urlpatterns = [
-    path("<str:approval_id>/decision", ApprovalDecisionApi.as_view(), name="approval-decision"),
+    path("<segment:approval_id>/decision", ApprovalDecisionApi.as_view(), name="approval-decision"),
 ]

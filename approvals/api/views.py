@@ -64,7 +64,7 @@ class DecisionInput(StrictSerializer):
     decision_id = StrictCharField(pattern=DECISION_ID_PATTERN)
     approver = ApproverField(required=False)
     operator = ApproverField(required=False)
-    comment = StrictCharField(max_length=1000, allow_blank=True, multiline=True, required=False)
+    comment = StrictCharField(max_length=1000, allow_blank=True, multiline=True, required=False, display=True)
     decided_at = StrictCharField(max_length=64, required=False)
 
 

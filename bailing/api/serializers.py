@@ -24,7 +24,8 @@ class StrictCharField(serializers.CharField):
 
     ``length_unit`` is ``"utf16"`` (JavaScript ``.length``, the default for client text; see
     docs/protocol.md "Counting characters") or ``"codepoints"``. ``multiline`` allows TAB/LF/CR; other
-    control characters are always rejected.
+    control characters are always rejected. ``display`` marks text the console or a consent page
+    shows: bidirectional controls are rejected too, as control characters.
     """
 
     default_error_messages = {
@@ -41,6 +42,7 @@ class StrictCharField(serializers.CharField):
         *,
         pattern: str | None = None,
         multiline: bool = False,
+        display: bool = False,
         length_unit: str = "utf16",
         **kwargs: Any,
     ):
@@ -49,6 +51,7 @@ class StrictCharField(serializers.CharField):
         kwargs.setdefault("trim_whitespace", False)
         self.pattern = re.compile(pattern) if pattern else None
         self.multiline = multiline
+        self.display = display
         self.length_unit = length_unit
         super().__init__(**kwargs)
 
@@ -57,7 +60,7 @@ class StrictCharField(serializers.CharField):
             self.fail("type")
         if has_lone_surrogate(data):
             self.fail("surrogate")
-        if has_control_chars(data, multiline=self.multiline):
+        if has_control_chars(data, multiline=self.multiline, display=self.display):
             self.fail("control")
         if data == "" and not self.allow_blank:
             self.fail("blank")

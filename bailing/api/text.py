@@ -8,6 +8,11 @@ import re
 _CONTROL_MULTILINE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _CONTROL_SINGLE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Bidirectional embeddings, overrides and isolates (LRE RLE PDF LRO RLO, LRI RLI FSI PDI): in text a
+# page displays they reorder what the reader sees ("Trojan Source"), so displayed client text refuses
+# them like control characters. The implicit marks (U+200E, U+200F, U+061C) stay allowed: they
+# reorder nothing past a neighbouring character and right-to-left text uses them.
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def has_lone_surrogate(text: str) -> bool:
@@ -16,6 +21,12 @@ def has_lone_surrogate(text: str) -> bool:
     return bool(_SURROGATE.search(text))
 
 
-def has_control_chars(text: str, *, multiline: bool) -> bool:
+def has_control_chars(text: str, *, multiline: bool, display: bool = False) -> bool:
+    """Whether ``text`` holds a control character (TAB, LF, CR allowed when ``multiline``), or, when
+    it is ``display`` text (shown in the console or on a consent page), a bidirectional control."""
     pattern = _CONTROL_MULTILINE if multiline else _CONTROL_SINGLE_LINE
-    return bool(pattern.search(text))
+    return bool(pattern.search(text)) or (display and has_bidi_controls(text))
+
+
+def has_bidi_controls(text: str) -> bool:
+    return bool(_BIDI_CONTROLS.search(text))

@@ -16,7 +16,7 @@ urlpatterns = [
     # Standard OAuth sign-in for MCP clients: /.well-known/oauth-authorization-server and /oauth/….
     path("", include("agent_runtime.api.oauth_urls")),
     path("agent-api/v1/", include("agent_runtime.api.urls")),
-    path("agent-api/v1/workspaces/<str:route>/knowledge/", include("knowledge.api.agent_urls")),
+    path("agent-api/v1/workspaces/<segment:route>/knowledge/", include("knowledge.api.agent_urls")),
     path("kb/", include("knowledge.api.push_urls")),
     path("approvals/", include("approvals.api.urls")),
     path("", include("mcp_server.api.urls")),

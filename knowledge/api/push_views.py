@@ -56,7 +56,7 @@ _PARAM_RE = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
 class DocumentInput(StrictSerializer):
-    title = StrictCharField(min_length=1, max_length=TITLE_MAX_CHARS)
+    title = StrictCharField(min_length=1, max_length=TITLE_MAX_CHARS, display=True)
     content = StrictCharField(min_length=1, max_length=CONTENT_MAX_CHARS, multiline=True)
     content_type = StrictCharField(pattern=r"text|markdown", required=False)
     metadata = JSONObjectField(max_bytes=METADATA_MAX_BYTES, required=False, allow_null=True)

@@ -5,9 +5,9 @@ from django.urls import path
 from mcp_server.api import views
 
 urlpatterns = [
-    path("mcp/<str:route>", views.McpEndpoint.as_view(), name="mcp-endpoint"),
+    path("mcp/<segment:route>", views.McpEndpoint.as_view(), name="mcp-endpoint"),
     path(
-        ".well-known/oauth-protected-resource/mcp/<str:route>",
+        ".well-known/oauth-protected-resource/mcp/<segment:route>",
         views.protected_resource_metadata,
         name="mcp-protected-resource",
     ),

@@ -86,6 +86,15 @@ def test_knowledge_base_fields_are_validated(item, path):
     assert _path_of(exc) == path
 
 
+@pytest.mark.parametrize("field", ["name", "description"])
+@pytest.mark.parametrize("char", ["\u202a", "\u202e", "\u2066", "\u2069"], ids=repr)
+def test_knowledge_base_names_refuse_bidi_controls(field, char):
+    """Both are shown in the console; an override would reorder them (refused like control characters)."""
+    with pytest.raises(ConfigError) as exc:
+        validate_knowledge_base_config(_kb(**{field: f"Hand{char}book"}), path="knowledge_bases[0]")
+    assert (_path_of(exc), exc.value.reason) == (f"knowledge_bases[0].{field}", "contains control characters")
+
+
 @pytest.mark.parametrize(
     ("fusion", "path"),
     [

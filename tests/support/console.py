@@ -144,13 +144,28 @@ def chromium(monkeypatch):
             connections.close_all()
 
 
+def csp_violations(page) -> list[str]:
+    """The Content-Security-Policy violations Chromium reports on ``page`` (it logs each one)."""
+    violations: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            violations.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
+    return violations
+
+
 @pytest.fixture
 def browser_page(chromium):
+    """A page in a fresh context; any Content-Security-Policy violation on it fails the test."""
     context = chromium.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
     page = context.new_page()
     page.set_default_timeout(10_000)
+    violations = csp_violations(page)
     yield page
     context.close()
+    assert not violations, violations
 
 
 @pytest.fixture

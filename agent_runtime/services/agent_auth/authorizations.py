@@ -19,6 +19,7 @@ from django.utils import timezone
 from agent_runtime.errors import (
     AgentAuthorizeUrlInvalid,
     AuthorizationExpired,
+    HubConsentOnly,
     InvalidClient,
     InvalidState,
     RouteNotAllowed,
@@ -227,7 +228,10 @@ def authorization_get_for_hub_consent(*, authorization_id) -> AgentAuthorization
 
 
 def _lock_authorization_for_decision(*, authorization_id, client: Client | None) -> AgentAuthorization:
-    """Lock the authorization and check who may decide it (must run inside a transaction)."""
+    """Lock the authorization and check who may decide it (must run inside a transaction): a business
+    client only its own authorizations, and only when it has its own consent page (403
+    ``hub_consent_only`` otherwise); the hub's consent page (``client`` None) only those of enabled
+    hub-consent clients."""
     pk = uuid_or_404(authorization_id)
     authorization = (
         AgentAuthorization.objects.select_for_update(of=("self",))
@@ -240,6 +244,10 @@ def _lock_authorization_for_decision(*, authorization_id, client: Client | None)
     if client is not None:
         if authorization.client_id != client.pk:
             raise NotFound()
+        # Its sign-ins are decided on the hub's page by the signed-in user: the Client Token must
+        # not approve them for a principal of its choosing (nor deny them).
+        if hub_consent_only(authorization.client):
+            raise HubConsentOnly()
     elif not authorization.client.enabled or not hub_consent_only(authorization.client):
         raise NotFound()
     return authorization

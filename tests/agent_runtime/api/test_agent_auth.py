@@ -140,6 +140,11 @@ CREATE_INVALID = [
     ("redirect_uri", {"redirect_uri": "http://127.0.0.1:53682/callback#frag"}),
     ("redirect_uri", {"redirect_uri": "http://[::1]:53682/" + "a" * 2048}),
     ("redirect_uri", {"redirect_uri": "http://10.0.0.1:53682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://[::1]evil.com:53682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://[::1]@evil.com:53682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://127.0.0.1.evil.com:53682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://127.0.0.1:053682/callback"}),
+    ("redirect_uri", {"redirect_uri": "http://[::1]/callback"}),
     ("state", {"state": "1234567"}),
     ("state", {"state": "s" * 513}),
     ("state", {"state": 12345678}),
@@ -491,6 +496,51 @@ def test_approve_rejects_control_characters_naming_the_field(api_client, busines
     assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
 
 
+# Bidirectional embeddings, overrides and isolates reorder what the console and consent pages show
+# (a device label "laptop\u202eexe.txt" reads "laptoptxt.exe"): refused like control characters in
+# displayed text.
+BIDI_CONTROLS = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+BIDI_IDS = [f"U+{ord(c):04X}" for c in BIDI_CONTROLS]
+
+
+@pytest.mark.parametrize("char", BIDI_CONTROLS, ids=BIDI_IDS)
+def test_create_rejects_bidi_controls_in_the_device_label(api_client, business, char):
+    body, _ = create_body(device_label=f"laptop{char}exe.txt")
+    response = post(api_client, "/authorizations", body)
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == "device_label"
+    assert not AgentAuthorization.objects.exists()
+
+
+@pytest.mark.parametrize("char", BIDI_CONTROLS, ids=BIDI_IDS)
+@pytest.mark.parametrize(
+    ("path", "make"),
+    [
+        ("principal.id", lambda c: {"principal": {"id": f"al{c}ice"}}),
+        ("principal.tenant", lambda c: {"principal": {"id": "alice", "tenant": f"t{c}"}}),
+        ("principal.roles[1]", lambda c: {"principal": {"id": "alice", "roles": ["ok", f"r{c}"]}}),
+        ("principal.audience", lambda c: {"principal": {"id": "alice", "audience": f"a{c}"}}),
+        ("principal.channel", lambda c: {"principal": {"id": "alice", "channel": f"c{c}"}}),
+        ("subject_display.name", lambda c: {"subject_display": {"name": f"Team{c}"}}),
+    ],
+)
+def test_approve_rejects_bidi_controls_in_displayed_fields(api_client, business, path, make, char):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(**make(char)), business._token
+    )
+    assert_error(response, 400, "invalid_request")
+    assert response.json()["field"] == path
+    assert AgentAuthorization.objects.get(pk=authorization_id).status == "pending"
+
+
+def test_right_to_left_text_without_bidi_controls_is_accepted(api_client, business):
+    # Hebrew and Arabic need no override characters; the implicit marks (U+200E/U+200F) stay allowed.
+    label = "מחשב נייד ‏لابتوب"
+    authorization_id, _ = start(api_client, device_label=label)
+    assert AgentAuthorization.objects.get(pk=authorization_id).device_label == label
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [
@@ -736,6 +786,30 @@ def test_code_is_single_use_and_expires(api_client, business):
     authorization_id, code, verifier = approved_code(api_client, business)
     AgentAuthorization.objects.filter(pk=authorization_id).update(code_expires_at=timezone.now())
     assert_error(post(api_client, "/token", code_grant(code, verifier)), 400, "invalid_grant")
+
+
+def test_code_replay_revokes_everything_once_and_audits_every_replay(api_client, business):
+    authorization_id, code, verifier = approved_code(api_client, business)
+    first = post(api_client, "/token", code_grant(code, verifier)).json()
+    # A replay needs no verifier: whoever holds a consumed code proves it leaked.
+    for verifier_presented in (verifier, "v" * 43):
+        assert_error(post(api_client, "/token", code_grant(code, verifier_presented)), 400, "invalid_grant")
+    session = AgentSession.objects.get(pk=first["session_id"])
+    assert (session.state, session.revoke_reason) == ("revoked", "code_replay")
+    assert AgentRefreshToken.objects.get(session=session).status == "revoked"
+    refreshed = post(
+        api_client,
+        "/token",
+        {"grant_type": "refresh_token", "client_app_id": "shop", "refresh_token": first["refresh_token"]},
+    )
+    assert_error(refreshed, 400, "invalid_grant")
+    replays = AuditEvent.objects.filter(action="agent_auth.code.replayed", target_id=authorization_id)
+    assert replays.count() == 2
+    assert {event.session_id for event in replays} == {session.id}
+    revoked = AuditEvent.objects.filter(action="agent_auth.session.revoked", session_id=session.id)
+    assert [(e.data["reason"], e.data["authorization_id"]) for e in revoked] == [
+        ("code_replay", authorization_id)
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -1145,3 +1219,58 @@ def test_wrong_methods_are_405(api_client, business):
     tokens = logged_in(api_client, business)
     response = post(api_client, "/session", {}, tokens["access_token"])
     assert_error(response, 405, "method_not_allowed")
+
+
+@pytest.fixture
+def hub_consent_client():
+    """A client whose sign-ins are approved on the hub's consent page: hub consent, no business page."""
+    return ClientFactory(app_id="desk", hub_consent=True, agent_authorize_url="", allowed_routes=["orders"])
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_a_hub_consent_client_cannot_decide_its_own_authorizations(api_client, hub_consent_client, decision):
+    """The hub's consent page makes the signed-in hub user the principal; the business endpoints would
+    let the client's Client Token vouch for anyone instead."""
+    authorization_id, _ = start(api_client, client_app_id="desk")
+    before = AuditEvent.objects.count()
+    body = approve_body() if decision == "approve" else {}
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/{decision}", body, hub_consent_client._token
+    )
+    assert_error(response, 403, "hub_consent_only")
+    authorization = AgentAuthorization.objects.get(pk=authorization_id)
+    assert (authorization.status, authorization.code_hash, authorization.principal) == ("pending", None, None)
+    assert AuditEvent.objects.count() == before
+    # The hub's own consent page still decides it.
+    from agent_runtime.services.agent_auth.authorizations import authorization_approve
+    from bailing.audit.actor import Actor
+
+    redirect = authorization_approve(
+        authorization_id=authorization_id,
+        client=None,
+        principal={"id": "ada", "roles": []},
+        on_behalf_of="ada",
+        allowed_routes=["orders"],
+        actor=Actor("user", "ada"),
+    )
+    assert "code=" in redirect
+
+
+def test_a_client_with_its_own_consent_page_still_decides_with_hub_consent_on(api_client, hub_consent_client):
+    hub_consent_client.agent_authorize_url = "https://desk.example.com/agent/authorize"
+    hub_consent_client.save(update_fields=["agent_authorize_url"])
+    authorization_id, _ = start(api_client, client_app_id="desk")
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(), hub_consent_client._token
+    )
+    assert response.status_code == 200, response.content
+
+
+def test_another_clients_authorization_stays_404_for_a_hub_consent_client(
+    api_client, business, hub_consent_client
+):
+    authorization_id, _ = start(api_client)
+    response = post(
+        api_client, f"/authorizations/{authorization_id}/approve", approve_body(), hub_consent_client._token
+    )
+    assert_error(response, 404, "not_found")

@@ -301,6 +301,17 @@ def test_complete_field_rules(api_client, session, run_id, field, value):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("char", ["\u202a", "\u202e", "\u2066", "\u2069"], ids=repr)
+@pytest.mark.parametrize("field", ["model", "runtime"])
+def test_model_and_runtime_refuse_bidi_controls(api_client, session, run_id, field, char):
+    """Both are shown in the console's conversation page, where an override would reorder them."""
+    response = post_complete(api_client, session, run_id, completion_body() | {field: f"gpt{char}-x"})
+    assert response.status_code == 400
+    assert (response.json()["error"], response.json()["field"]) == ("invalid_request", field)
+    assert AgentRun.objects.get(pk=run_id).status == "context_ready"
+
+
+@pytest.mark.django_db
 def test_complete_limits_are_inclusive(api_client, session, run_id):
     body = completion_body(content="😀" * 32_000, model="m" * 191, runtime="")
     response = post_complete(api_client, session, run_id, body)

@@ -271,6 +271,11 @@ def test_register_accepts_loopback_and_https_redirects(http, sign_in_client, uri
     "uri",
     [
         "http://[::1]evil.com:8503/",
+        "http://[::1]@evil.com:8503/",
+        "http://127.0.0.1.evil.com:8503/cb",
+        "http://localhost.evil.com:8503/cb",
+        "http://127.0.0.1:65536/cb",
+        "http://[::1]/cb",
         "http://127.0.0.1/callback",
         "http://localhost/callback",
         "http://127.0.0.1:0/callback",
@@ -324,8 +329,7 @@ def test_register_refuses_bad_redirect_lists(http, sign_in_client, redirect_uris
         {"client_name": "nul\x00"},
         {"client_name": "del\x7f"},
         {"client_name": "c1\x85"},
-        {"client_name": "Claude \u202eedoC"},
-        {"client_name": "Claude \u2066Code\u2069"},
+        *({"client_name": f"Claude {chr(c)}Code"} for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))),
         {"client_name": "line\u2028sep"},
         {"token_endpoint_auth_method": "client_secret_post"},
         {"token_endpoint_auth_method": "client_secret_basic"},
@@ -433,6 +437,7 @@ def _page(response, status):
     [
         {"client_id": None},
         {"client_id": "bhm_" + "x" * 43},
+        {"client_id": "bhm_" + "x" * 20 + "\x00" + "x" * 22},  # PostgreSQL text refuses NUL: never looked up
         {"client_id": "someone-else"},
         {"client_id": ["{client_id}", "{client_id}"]},
         {"redirect_uri": None},
@@ -566,6 +571,7 @@ def test_code_exchange_without_resource_works(http, sign_in_client):
         ({"resource": f"{PUBLIC}/mcp/orders"}, 400, "invalid_target"),
         ({"resource": "https://elsewhere.example.com/mcp/demo"}, 400, "invalid_target"),
         ({"client_id": "bhm_" + "x" * 43}, 401, "invalid_client"),
+        ({"client_id": "bhm_" + "x" * 20 + "\x00" + "x" * 22}, 401, "invalid_client"),
         ({"client_id": None}, 400, "invalid_request"),
         ({"code": None}, 400, "invalid_request"),
         ({"code_verifier": None}, 400, "invalid_request"),
@@ -652,6 +658,29 @@ def test_code_replay_revokes_the_session(http, sign_in_client):
     assert AuditEvent.objects.filter(action="agent_auth.code.replayed", target_id=authorization_id).exists()
     me = http.get("/agent-auth/v1/session", HTTP_AUTHORIZATION=f"Bearer {tokens['access_token']}")
     assert me.status_code == 401
+    revoked = AuditEvent.objects.filter(action="agent_auth.session.revoked", session_id=session.id)
+    assert [event.data["reason"] for event in revoked] == ["code_replay"]
+    assert_oauth_error(form_post(http, "/oauth/token", refresh_body(client_id, tokens)), 400, "invalid_grant")
+
+
+def test_an_oauth_code_replayed_at_the_agent_auth_door_revokes_its_session(http, sign_in_client):
+    client_id = registered(http)["client_id"]
+    authorization_id, code, verifier = approved_code(http, client_id)
+    tokens = form_post(http, "/oauth/token", code_body(client_id, code, verifier)).json()
+    v1 = {
+        "grant_type": "authorization_code",
+        "client_app_id": "mcp-agent",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "code_verifier": verifier,
+    }
+    response = http.post("/agent-auth/v1/token", v1, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    assert (session_of(tokens).state, session_of(tokens).revoke_reason) == ("revoked", "code_replay")
+    assert (
+        AuditEvent.objects.filter(action="agent_auth.code.replayed", target_id=authorization_id).count() == 1
+    )
 
 
 def test_expired_code_is_invalid_grant(http, sign_in_client):
@@ -690,6 +719,7 @@ def test_refresh_rotates_and_a_replay_revokes_the_session(http, sign_in_client):
         ({"refresh_token": "bhr_" + "A" * 43}, 400, "invalid_grant"),
         ({"refresh_token": None}, 400, "invalid_request"),
         ({"client_id": "bhm_" + "x" * 43}, 401, "invalid_client"),
+        ({"client_id": "bhm_" + "x" * 20 + "\x00" + "x" * 22}, 401, "invalid_client"),
     ],
 )
 def test_refresh_failures_leave_the_session_alone(http, sign_in_client, overrides, status, error):
@@ -743,6 +773,9 @@ def test_revoke_is_200_for_unknown_and_other_clients_tokens(http, sign_in_client
     response = form_post(
         http, "/oauth/revoke", {"token": tokens["access_token"], "client_id": "bhm_" + "x" * 43}
     )
+    assert_oauth_error(response, 401, "invalid_client")
+    nul_id = "bhm_" + "x" * 20 + "\x00" + "x" * 22
+    response = form_post(http, "/oauth/revoke", {"token": tokens["access_token"], "client_id": nul_id})
     assert_oauth_error(response, 401, "invalid_client")
     assert session_of(tokens).state == "active"
 

@@ -163,3 +163,29 @@ def test_hub_consent_sign_in_then_admin_revoke(
     page.goto(base + reverse("console:dashboard"))
     assert page.locator(".stat").count() == 0
     screenshot(page, "18-dashboard-no-role")
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_browser_enforces_the_content_security_policy(hub_server, chromium):
+    """Chromium applies the console's policy: the stylesheet loads, an injected inline script does not
+    run, and the refusal is reported (which is what makes every other browser test fail on a page
+    that needs more than the policy allows)."""
+    from tests.support.console import csp_violations
+
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        violations = csp_violations(page)
+        page.goto(hub_server.url + reverse("console:login"))
+        assert page.evaluate("getComputedStyle(document.body).fontFamily").startswith("system-ui")
+        assert violations == []
+        page.evaluate(
+            "() => { const s = document.createElement('script'); s.textContent = 'window.injected = 1';"
+            " document.body.appendChild(s); }"
+        )
+        page.wait_for_timeout(200)
+        assert page.evaluate("window.injected") is None
+        assert any("script-src" in text for text in violations), violations
+    finally:
+        context.close()

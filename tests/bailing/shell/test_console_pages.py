@@ -180,6 +180,8 @@ def test_client_create_builds_config_and_records_audit(admin_http, administrator
         ("agent_authorize_url", "http://biz.example.com/consent"),
         ("allowed_routes", "orders orders"),
         ("app_id", "Bad App"),
+        ("name", "Desk \u202eexe.txt"),
+        ("description", "Ops \u2067desktops\u2069"),
     ],
 )
 def test_client_create_shows_config_errors_on_the_field(admin_http, field, value):
@@ -188,7 +190,7 @@ def test_client_create_shows_config_errors_on_the_field(admin_http, field, value
     response = admin_http.post(reverse("console:client_create"), data)
     assert response.status_code == 200
     assert response.context["form"].errors[field]
-    assert not Client.objects.filter(name="Desk").exists()
+    assert not Client.objects.filter(app_id=data["app_id"]).exists()
 
 
 @pytest.mark.django_db

@@ -279,7 +279,7 @@ def _console_urls() -> list[tuple[str, str, type]]:
 
     from bailing.shell.console import urls as console_urls
 
-    samples = {"uuid": str(uuid.uuid4()), "int": "1", "str": "no-such-thing", "slug": "no-such-thing"}
+    samples = {"uuid": str(uuid.uuid4()), "int": "1", "segment": "no-such-thing", "slug": "no-such-thing"}
     found = []
     for pattern in console_urls.urlpatterns:
         route = re.sub(r"<(?:(\w+):)?\w+>", lambda m: samples[m.group(1) or "str"], str(pattern.pattern))

@@ -22,7 +22,9 @@ graceful_timeout = 20
 keepalive = 5
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS") or 5000)
 max_requests_jitter = 500
-forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS") or "127.0.0.1,::1"
+# X-Forwarded-Proto / -For are believed only from the proxies BAILING_TRUSTED_PROXIES names (none by
+# default; the same list the front and TrustedProxyMiddleware use).
+forwarded_allow_ips = os.environ.get("BAILING_TRUSTED_PROXIES") or ""
 # Behind the front (bailing/front) gunicorn listens on a private unix socket and learns each client's
 # address from a PROXY protocol v1 line the front sends first ("v1"); off when run alone.
 proxy_protocol = os.environ.get("GUNICORN_PROXY_PROTOCOL") or "off"

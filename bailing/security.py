@@ -17,7 +17,8 @@ settings set only when proxies are named) or another address. From a named proxy
 becomes the client it forwarded for: the rightmost ``X-Forwarded-For`` entry that is not itself a
 named proxy (what the proxy saw, not what the client wrote on the left), so the per-IP throttles
 count clients rather than the proxy. An entry that is not an IP address names nobody: the proxy's
-own address stays.
+own address stays. Behind the front (``BAILING_BEHIND_FRONT``, set by its launcher) the front has
+applied the same rule with the same list at the edge, so the middleware leaves the request as it is.
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ class TrustedProxyMiddleware:
 
     def __call__(self, request):
         meta = request.META
+        if settings.BAILING_BEHIND_FRONT:
+            # The front (bailing/front) applied this very rule at the edge: what reaches gunicorn
+            # through it carries forwarding headers only from a listed proxy, and the client's
+            # address is already REMOTE_ADDR.
+            return self.get_response(request)
         networks = trusted_networks(tuple(settings.BAILING_TRUSTED_PROXIES))
         peer = meta.get("REMOTE_ADDR") or ""
         if not _trusted(_address(peer), networks):

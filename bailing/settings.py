@@ -229,8 +229,9 @@ BAILING_FRONT_SEND_TIMEOUT = env.float("BAILING_FRONT_SEND_TIMEOUT", default=30.
 # them each endpoint's own budget applies.
 BAILING_FRONT_MAX_BODY_BYTES = env.int("BAILING_FRONT_MAX_BODY_BYTES", default=32 * 1024 * 1024)
 BAILING_FRONT_MAX_CONNECTIONS = env.int("BAILING_FRONT_MAX_CONNECTIONS", default=4096)
-# Client addresses (or networks, or *) allowed to send X-Forwarded-* / Forwarded headers through the front.
-FORWARDED_ALLOW_IPS = env.list("FORWARDED_ALLOW_IPS", default=["127.0.0.1", "::1"])
+# Set by the front's launcher for the gunicorn behind it (never by hand): the front has already vetted
+# the forwarding headers against BAILING_TRUSTED_PROXIES and put the client's address in REMOTE_ADDR.
+BAILING_BEHIND_FRONT = env.bool("BAILING_BEHIND_FRONT", default=False)
 
 # --- Logging: never bodies, credentials or SQL ---------------------------------------------------------
 LOGGING = {

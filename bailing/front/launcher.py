@@ -54,7 +54,14 @@ def _socket_accepts(path: str) -> bool:
 
 
 def start_gunicorn(socket_path: str) -> subprocess.Popen:
-    env = {**os.environ, "BAILING_BIND": f"unix:{socket_path}", "GUNICORN_PROXY_PROTOCOL": "v1"}
+    # BAILING_BEHIND_FRONT: every request gunicorn serves came through the front, which already dropped
+    # the forwarding headers of untrusted peers and put the client's address in the PROXY line.
+    env = {
+        **os.environ,
+        "BAILING_BIND": f"unix:{socket_path}",
+        "GUNICORN_PROXY_PROTOCOL": "v1",
+        "BAILING_BEHIND_FRONT": "true",
+    }
     gunicorn = Path(sys.executable).with_name("gunicorn")
     # Its own session: Ctrl-C reaches the front, which then stops gunicorn in order.
     return subprocess.Popen(
@@ -89,7 +96,7 @@ def front_config(socket_path: str):
         upstream_timeout=float(os.environ.get("GUNICORN_TIMEOUT") or 60) + 15,
         max_body_bytes=settings.BAILING_FRONT_MAX_BODY_BYTES,
         max_connections=settings.BAILING_FRONT_MAX_CONNECTIONS,
-        trusted_proxies=tuple(settings.FORWARDED_ALLOW_IPS),
+        trusted_proxies=tuple(settings.BAILING_TRUSTED_PROXIES),
     )
 
 

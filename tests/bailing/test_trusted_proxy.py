@@ -100,3 +100,25 @@ def test_forwarded_for_names_the_client_only_behind_a_named_proxy(settings):
     assert _failed_login_ip(REMOTE_ADDR="10.0.0.5") == "10.0.0.5"
     # A chain of trusted proxies only: the leftmost is who the first of them saw.
     assert _failed_login_ip(REMOTE_ADDR="10.0.0.5", HTTP_X_FORWARDED_FOR="10.0.0.3, 10.0.0.4") == "10.0.0.3"
+
+
+def test_the_front_and_gunicorn_read_the_same_list(settings):
+    """One setting names the proxies for every tier: the front at the edge, gunicorn, the middleware."""
+    from bailing.front.launcher import front_config
+
+    settings.BAILING_TRUSTED_PROXIES = ["10.0.0.5"]
+    assert front_config("/tmp/x.sock").trusted_proxies == ("10.0.0.5",)
+    settings.BAILING_TRUSTED_PROXIES = []
+    assert front_config("/tmp/x.sock").trusted_proxies == ()
+
+
+@pytest.mark.django_db
+def test_behind_the_front_the_middleware_keeps_what_the_front_vetted(settings):
+    # The front already resolved the client at the edge and wrote it into REMOTE_ADDR (PROXY line);
+    # resolving X-Forwarded-For a second time behind it would skip a hop.
+    settings.BAILING_TRUSTED_PROXIES = ["10.0.0.0/29"]
+    forwarded = {"HTTP_X_FORWARDED_FOR": "198.51.100.7"}
+    settings.BAILING_BEHIND_FRONT = False
+    assert _failed_login_ip(REMOTE_ADDR="10.0.0.5", **forwarded) == "198.51.100.7"
+    settings.BAILING_BEHIND_FRONT = True
+    assert _failed_login_ip(REMOTE_ADDR="10.0.0.5", **forwarded) == "10.0.0.5"

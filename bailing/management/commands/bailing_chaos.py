@@ -122,6 +122,7 @@ class Command(BaseCommand):
         finally:
             timer.cancel()
             _stop_group(child)
+            child.stdout.close()  # the pipe, even when the loop above was cut short
             with contextlib.suppress(Exception):
                 embedded.embedded_server_stop(pgdata)
             shutil.rmtree(work, ignore_errors=True)

@@ -24,7 +24,11 @@ urlpatterns = [
     path("console/", include("bailing.shell.console.urls")),
     # The OpenAPI 3.1 document and its docs page (README "API reference"; bailing/shell/schema.py).
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api_docs.html"),
+        name="api-docs",
+    ),
 ]
 
 if settings.BAILING_BENCH_ENDPOINTS:

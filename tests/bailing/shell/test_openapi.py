@@ -144,6 +144,8 @@ def test_docs_page_uses_local_assets_only(client):
         assert source.startswith("/"), source
         if source.startswith("/static/"):
             assert finders.find(source.removeprefix("/static/")), source
+    assert "<style" not in html
+    assert not re.search(r"<script(?![^>]*\ssrc=)", html)  # no inline script: the CSP stays strict
     assert "'unsafe-inline'" not in response.headers["Content-Security-Policy"]
     script = client.get("/api/docs/?script=")
     assert script.status_code == 200

@@ -10,9 +10,11 @@ import pytest
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from drf_spectacular.validation import validate_schema
+from jsonschema import Draft202012Validator
 
 from bailing.api.errors import all_error_classes
 from bailing.shell.schema import HUB_ONLY_CODES
+from tests.factories import AgentSessionFactory, RouteFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -159,3 +161,68 @@ def test_generateschema_prints_the_spectacular_document():
     assert document["openapi"] == "3.1.0"
     assert "/agent-api/v1/tool-invocations" in document["paths"]
     assert "spectacular" in err.getvalue()
+
+
+def _validator(document, path: str, method: str, status: int):
+    """A JSON Schema validator of one operation's response schema, refs resolved in the document."""
+    pointer = "/".join(
+        part.replace("~", "~0").replace("/", "~1")
+        for part in ("paths", path, method, "responses", str(status), "content", "application/json", "schema")
+    )
+    return Draft202012Validator({**document, "$ref": f"#/{pointer}"})
+
+
+@pytest.fixture
+def agent(api_client):
+    RouteFactory(route_key="orders", agent_client={"enabled": True})
+    return AgentSessionFactory(allowed_routes=["orders"])
+
+
+def test_real_413_answers_match_their_documented_shapes(api_client, document, agent):
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {agent._access}"}
+    invocations = "/agent-api/v1/tool-invocations"
+    body = {
+        "invocation_id": "b" * 64,
+        "route": "orders",
+        "tool": "order_get",
+        "arguments": {"blob": "x" * (1_048_576 + 10)},
+        "capability_revision": "0" * 64,
+    }
+    arguments = api_client.post(invocations, json.dumps(body), content_type="application/json", **auth)
+    assert arguments.status_code == 413
+    assert arguments.json()["limit_scope"] == "arguments"
+    raw = api_client.post(
+        invocations,
+        json.dumps({**body, "arguments": {"blob": "x" * 2_200_000}}),
+        content_type="application/json",
+        **auth,
+    )
+    assert raw.status_code == 413
+    assert raw.json()["limit_scope"] == "request_body"
+    turn = api_client.post(
+        "/agent-api/v1/workspaces/orders/turns",
+        "[" + " " * 600_000 + "]",
+        content_type="application/json",
+        **auth,
+    )
+    assert turn.status_code == 413
+    assert turn.json()["limit_scope"] == "request_body"
+
+    validator = _validator(document, invocations, "post", 413)
+    for response in (arguments, raw):
+        validator.validate(response.json())
+    _validator(document, "/agent-api/v1/workspaces/{route}/turns", "post", 413).validate(turn.json())
+    # The shapes are told apart: an arguments answer is not a request_body one, nor the reverse.
+    request_body_only = _validator(document, "/agent-api/v1/workspaces/{route}/turns", "post", 413)
+    assert not request_body_only.is_valid(arguments.json())
+    assert not validator.is_valid({**raw.json(), "error": "invalid_request"})
+
+
+def test_a_real_error_envelope_matches_its_operation(api_client, document, agent):
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {agent._access}"}
+    response = api_client.get("/agent-api/v1/workspaces/nowhere/bootstrap", **auth)
+    assert response.status_code == 403
+    assert response.json()["error"] == "route_not_allowed"
+    validator = _validator(document, "/agent-api/v1/workspaces/{route}/bootstrap", "get", 403)
+    validator.validate(response.json())
+    assert not validator.is_valid({**response.json(), "error": "hub_consent_only"})  # not this operation's

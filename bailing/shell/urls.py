@@ -4,10 +4,11 @@
 from django.conf import settings
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularAPIView
 
 from bailing.api.middleware import API_PREFIX_PATTERN
 from bailing.api.views import ApiNotFound, HealthApi, ReadinessApi
+from bailing.shell.api_docs import ApiDocsView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False), name="root"),
@@ -24,11 +25,7 @@ urlpatterns = [
     path("console/", include("bailing.shell.console.urls")),
     # The OpenAPI 3.1 document and its docs page (README "API reference"; bailing/shell/schema.py).
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path(
-        "api/docs/",
-        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api_docs.html"),
-        name="api-docs",
-    ),
+    path("api/docs/", ApiDocsView.as_view(), name="api-docs"),
 ]
 
 if settings.BAILING_BENCH_ENDPOINTS:

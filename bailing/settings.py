@@ -71,8 +71,13 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "rest_framework",
+    # Before rest_framework: its management command ``generateschema`` is replaced by the hub's, which
+    # prints drf-spectacular's document (the first app wins a command name).
     "bailing",
+    "rest_framework",
+    # The OpenAPI document (/api/schema/) and its docs page (/api/docs/), assets served locally.
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "agent_runtime",
     "knowledge",
     "mcp_server",
@@ -211,6 +216,25 @@ REST_FRAMEWORK = {
     # No OPTIONS metadata: it would answer 200 with view names and docstrings; OPTIONS is a 405.
     "DEFAULT_METADATA_CLASS": None,
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_SCHEMA_CLASS": "bailing.api.schema.BailingAutoSchema",
+}
+# The OpenAPI 3.1 document of the agent, auth and business APIs (README "API reference").
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Bailing Hub API",
+    "DESCRIPTION": (
+        "Agent Auth v1, Agent API v1, the knowledge push API and the business approval decision. "
+        'Every error is {error, message, ...extras} (README "Error codes").'
+    ),
+    "VERSION": "1",
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "PREPROCESSING_HOOKS": ["bailing.shell.schema.include_documented_paths"],
+    "POSTPROCESSING_HOOKS": ["bailing.shell.schema.add_error_responses"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": False,
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 # Benchmark-only baseline endpoint (bailing_bench sets this for the server it starts).
 BAILING_BENCH_ENDPOINTS = env.bool("BAILING_BENCH_ENDPOINTS", default=False)

@@ -95,6 +95,8 @@ class AuthorizationCreateApi(APIView):
     authentication_classes: list = []
     body_max_bytes = 16 * 1024
 
+    schema_created_status = True
+
     class InputSerializer(StrictSerializer):
         client_app_id = StrictCharField(pattern=RESOURCE_NAME)
         redirect_uri = StrictCharField(max_length=2048)
@@ -159,6 +161,8 @@ class TokenApi(APIView):
         grant_type = StrictCharField()
         client_app_id = StrictCharField(pattern=RESOURCE_NAME)
         refresh_token = StrictCharField()
+
+    schema_request_serializer = (CodeInputSerializer, RefreshInputSerializer)
 
     def post(self, request):
         body = request.data

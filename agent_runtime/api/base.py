@@ -31,6 +31,7 @@ class RawStringField(serializers.Field):
     """Any string, passed on unchanged: the route gate judges route keys (400 ``invalid_route``)."""
 
     default_error_messages = {"type": "Must be a string."}
+    openapi_schema = {"type": "string"}
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

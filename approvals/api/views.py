@@ -40,6 +40,17 @@ class ApproverField(serializers.Field):
     """``approver``: a string of at most 64 characters, or ``{id, name?}`` (the contract's example)."""
 
     default_error_messages = {"type": "Must be a string or an object with an id.", "too_long": "Too long."}
+    openapi_schema = {
+        "oneOf": [
+            {"type": "string", "maxLength": 64},
+            {
+                "type": "object",
+                "properties": {"id": {"type": "string", "maxLength": 64}, "name": {}},
+                "required": ["id"],
+                "additionalProperties": False,
+            },
+        ]
+    }
 
     def to_internal_value(self, data: Any) -> str:
         if isinstance(data, dict):
@@ -70,6 +81,7 @@ class DecisionInput(StrictSerializer):
 
 class ApprovalDecisionApi(APIView):
     authentication_classes: list = []
+    schema_request_serializer = DecisionInput
     body_max_bytes = DECISION_BODY_MAX_BYTES
 
     def post(self, request, approval_id: str):

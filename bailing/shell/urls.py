@@ -4,9 +4,11 @@
 from django.conf import settings
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView
 
 from bailing.api.middleware import API_PREFIX_PATTERN
 from bailing.api.views import ApiNotFound, HealthApi, ReadinessApi
+from bailing.shell.api_docs import ApiDocsView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False), name="root"),
@@ -21,6 +23,9 @@ urlpatterns = [
     path("approvals/", include("approvals.api.urls")),
     path("", include("mcp_server.api.urls")),
     path("console/", include("bailing.shell.console.urls")),
+    # The OpenAPI 3.1 document and its docs page (README "API reference"; bailing/shell/schema.py).
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", ApiDocsView.as_view(), name="api-docs"),
 ]
 
 if settings.BAILING_BENCH_ENDPOINTS:

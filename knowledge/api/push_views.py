@@ -73,6 +73,13 @@ class DocumentInput(StrictSerializer):
         return value or {}
 
 
+class DocumentListQuery(StrictSerializer):
+    """The list's query string as the OpenAPI document shows it (``_list_params`` parses it)."""
+
+    limit = StrictCharField(pattern=r"[1-9][0-9]{0,2}", required=False)
+    cursor = StrictCharField(pattern=SOURCE_KEY_RE.pattern, required=False)
+
+
 def _holds_nul(value: Any) -> bool:
     stack = [value]
     while stack:
@@ -110,6 +117,7 @@ class DocumentApi(_PushApi):
     """``PUT`` / ``DELETE /kb/{kb_id}/docs/{source_key}``."""
 
     body_max_bytes = PUSH_BODY_MAX_BYTES
+    schema_request_serializer = DocumentInput
 
     def put(self, request: Request, kb_id: str, source_key: str) -> Response:
         kb = knowledge_base_writable_for_client(kb_id=kb_id, client=request.auth)
@@ -144,6 +152,8 @@ class DocumentListApi(_PushApi):
     to send as ``cursor`` for the next one (opaque to clients; documents added or removed between
     pages are seen or skipped by their key, never repeated).
     """
+
+    schema_query_serializer = DocumentListQuery
 
     def get(self, request: Request, kb_id: str) -> Response:
         kb = knowledge_base_writable_for_client(kb_id=kb_id, client=request.auth)

@@ -273,6 +273,9 @@ AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=6
 # Threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: all cores).
 BAILING_EMBEDDING_THREADS = env.int("BAILING_EMBEDDING_THREADS", default=0)
 
+# /health/ready's knowledge_worker check: some knowledge_worker polled the queue within this many seconds.
+BAILING_WORKER_HEARTBEAT_MAX_AGE = env.int("BAILING_WORKER_HEARTBEAT_MAX_AGE", default=60)
+
 # --- Knowledge answers (knowledge/services/answers.py) ------------------------------------------------
 # An OpenAI-compatible chat endpoint that writes cited answers from retrieved excerpts: the base URL
 # up to and including the version (POST {url}/chat/completions). Empty => extractive answers (no model).

@@ -80,6 +80,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the request id (X-Request-Id) for logs, audit events and the response, and the
+    # access-log line timing everything below.
+    "bailing.request_context.RequestContextMiddleware",
     # First: proxy headers from anyone but a named proxy are gone before anything reads them.
     "bailing.security.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -234,17 +237,31 @@ BAILING_FRONT_MAX_CONNECTIONS = env.int("BAILING_FRONT_MAX_CONNECTIONS", default
 BAILING_BEHIND_FRONT = env.bool("BAILING_BEHIND_FRONT", default=False)
 
 # --- Logging: never bodies, credentials or SQL ---------------------------------------------------------
+# text: "time level logger message" lines; json: one JSON object per line (bailing/log.py JsonFormatter).
+BAILING_LOG_FORMAT = env.str("BAILING_LOG_FORMAT", default="text")
+if BAILING_LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured("BAILING_LOG_FORMAT must be 'text' or 'json'")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Tracebacks keep their frames but not exception messages, which can quote SQL or request data.
     "formatters": {
-        "plain": {
+        "text": {
             "()": "bailing.log.RedactingFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+        "json": {"()": "bailing.log.JsonFormatter"},
+    },
+    # request_id on every record (the X-Request-Id of the request being served, "" outside one).
+    "filters": {"request_id": {"()": "bailing.request_context.RequestIdFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": BAILING_LOG_FORMAT,
+            "filters": ["request_id"],
+            "stream": sys.stderr,
         }
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         # django.db.backends logs SQL at DEBUG; keep it quiet whatever LOG_LEVEL says.

@@ -80,6 +80,9 @@ class RequestContextMiddleware:
             response[REQUEST_ID_HEADER] = request_id
             duration_ms = round((time.perf_counter() - started) * 1000, 2)
             route = route_template(request)
+            from bailing.metrics import request_observe
+
+            request_observe(route, response.status_code, duration_ms / 1000)
             access_logger.info(
                 "%s %s %s %.2fms",
                 request.method,

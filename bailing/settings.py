@@ -236,6 +236,9 @@ BAILING_FRONT_MAX_CONNECTIONS = env.int("BAILING_FRONT_MAX_CONNECTIONS", default
 # the forwarding headers against BAILING_TRUSTED_PROXIES and put the client's address in REMOTE_ADDR.
 BAILING_BEHIND_FRONT = env.bool("BAILING_BEHIND_FRONT", default=False)
 
+# GET /metrics (Prometheus) answers only "Authorization: Bearer <this>"; empty (the default) = 404.
+BAILING_METRICS_TOKEN = env.str("BAILING_METRICS_TOKEN", default="")
+
 # --- Logging: never bodies, credentials or SQL ---------------------------------------------------------
 # text: "time level logger message" lines; json: one JSON object per line (bailing/log.py JsonFormatter).
 BAILING_LOG_FORMAT = env.str("BAILING_LOG_FORMAT", default="text")

@@ -42,3 +42,8 @@ class KnowledgeConfig(AppConfig):
 
         readiness_check_register("embedding", embedding_check)
         readiness_check_register("knowledge_worker", worker_heartbeat_check)
+
+        from bailing.metrics import metrics_collector_register
+        from knowledge.metrics import queue_metrics
+
+        metrics_collector_register("knowledge_queue", queue_metrics)

@@ -22,6 +22,7 @@ from django.utils import timezone
 from bailing.api.hashing import canonical_sha256, sha256_hex
 from bailing.audit.actor import Actor
 from bailing.audit.models import AuditEvent
+from bailing.metrics import AUDIT_APPEND_SECONDS
 from bailing.request_context import current_request_id
 
 GENESIS_HASH = "0" * 64
@@ -103,6 +104,11 @@ def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
     if not entries:
         return []
+    with AUDIT_APPEND_SECONDS.time():
+        return _append(entries)
+
+
+def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
     texts = [json.dumps(entry.data or {}, ensure_ascii=False, allow_nan=False) for entry in entries]
     with connection.cursor() as cursor:
         # One round trip takes the chain lock and gives every ``data`` back as jsonb will store it: the

@@ -11,3 +11,8 @@ class AgentRuntimeConfig(AppConfig):
         # Clients, tool providers and routes as sections of the config document; apps above this one
         # add theirs (knowledge bases) the same way.
         config_sections_register_builtin()
+
+        from agent_runtime.metrics import invocation_metrics
+        from bailing.metrics import metrics_collector_register
+
+        metrics_collector_register("agent_runtime_invocations", invocation_metrics)

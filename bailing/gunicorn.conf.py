@@ -7,11 +7,14 @@ listens on ``BAILING_BIND``.
 
 Sync workers with a few threads each: agent calls are short and database-bound, and persistent
 database connections (``DB_CONN_MAX_AGE``) are kept per thread. Every value can be overridden from
-the environment. Access logs are off by default: request lines carry query strings.
+the environment. Access logs are off by default: request lines carry query strings (the hub writes its
+own bailing.access line per request, README "Operations"; metrics: PROMETHEUS_MULTIPROC_DIR below).
 """
 
 import multiprocessing
 import os
+import shutil
+import tempfile
 
 bind = os.environ.get("BAILING_BIND") or "127.0.0.1:8000"
 workers = int(os.environ.get("GUNICORN_WORKERS") or max(2, multiprocessing.cpu_count()))
@@ -37,3 +40,28 @@ control_socket = os.environ.get("GUNICORN_CONTROL_SOCKET") or "var/gunicorn.ctl"
 control_socket_disable = not os.environ.get("GUNICORN_CONTROL_SOCKET")
 # Settings start or attach to the embedded PostgreSQL once in the master, before workers fork.
 preload_app = True
+
+
+# Prometheus (bailing/metrics.py): every worker writes its counters to files in one directory and a
+# scrape sums them (prometheus-client's multiprocess mode). Set here, before the app is loaded (the
+# value class is chosen when prometheus_client is imported); a given directory is emptied at start,
+# since files of a previous run would add old counts. A dead worker's live gauges are dropped.
+_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+_metrics_dir_ours = not _metrics_dir
+if _metrics_dir:
+    shutil.rmtree(_metrics_dir, ignore_errors=True)
+    os.makedirs(_metrics_dir, mode=0o700)
+else:
+    _metrics_dir = tempfile.mkdtemp(prefix="bailing-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _metrics_dir_ours:  # a directory we made for this run; a given one is left for the operator
+        shutil.rmtree(_metrics_dir, ignore_errors=True)

@@ -9,6 +9,8 @@ texts; request logging names the path, never the query string or body.
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 import traceback
 
@@ -47,3 +49,32 @@ class RedactingFormatter(logging.Formatter):
             return super().format(record)
         finally:
             record.exc_text = cached
+
+
+# Fields of a record the JSON line carries besides time, level, logger and message, when present
+# (the access line sets them; ``request_id`` comes from ``bailing.request_context.RequestIdFilter``).
+_JSON_EXTRAS = ("request_id", "method", "route", "status", "duration_ms")
+
+
+class JsonFormatter(RedactingFormatter):
+    """One JSON object per line: ``time`` (UTC ISO 8601), ``level``, ``logger``, ``message``,
+    ``request_id`` and, on the access line, ``method``, ``route``, ``status``, ``duration_ms``; a
+    traceback (frames and exception types only) under ``exc``. Nothing else of the record is written,
+    so whatever a caller passes in ``extra`` cannot smuggle a body or a header into the log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in _JSON_EXTRAS:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
+        if record.exc_info and record.exc_info[1] is not None:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)

@@ -85,6 +85,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the request id (X-Request-Id) for logs, audit events and the response, and the
+    # access-log line timing everything below.
+    "bailing.request_context.RequestContextMiddleware",
     # First: proxy headers from anyone but a named proxy are gone before anything reads them.
     "bailing.security.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -257,18 +260,35 @@ BAILING_FRONT_MAX_CONNECTIONS = env.int("BAILING_FRONT_MAX_CONNECTIONS", default
 # the forwarding headers against BAILING_TRUSTED_PROXIES and put the client's address in REMOTE_ADDR.
 BAILING_BEHIND_FRONT = env.bool("BAILING_BEHIND_FRONT", default=False)
 
+# GET /metrics (Prometheus) answers only "Authorization: Bearer <this>"; empty (the default) = 404.
+BAILING_METRICS_TOKEN = env.str("BAILING_METRICS_TOKEN", default="")
+
 # --- Logging: never bodies, credentials or SQL ---------------------------------------------------------
+# text: "time level logger message" lines; json: one JSON object per line (bailing/log.py JsonFormatter).
+BAILING_LOG_FORMAT = env.str("BAILING_LOG_FORMAT", default="text")
+if BAILING_LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured("BAILING_LOG_FORMAT must be 'text' or 'json'")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Tracebacks keep their frames but not exception messages, which can quote SQL or request data.
     "formatters": {
-        "plain": {
+        "text": {
             "()": "bailing.log.RedactingFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+        "json": {"()": "bailing.log.JsonFormatter"},
+    },
+    # request_id on every record (the X-Request-Id of the request being served, "" outside one).
+    "filters": {"request_id": {"()": "bailing.request_context.RequestIdFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": BAILING_LOG_FORMAT,
+            "filters": ["request_id"],
+            "stream": sys.stderr,
         }
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": sys.stderr}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         # django.db.backends logs SQL at DEBUG; keep it quiet whatever LOG_LEVEL says.
@@ -296,6 +316,9 @@ OAUTH_REGISTER_WINDOW = env.int("OAUTH_REGISTER_WINDOW", default=3600)
 AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=60)
 # Threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: all cores).
 BAILING_EMBEDDING_THREADS = env.int("BAILING_EMBEDDING_THREADS", default=0)
+
+# /health/ready's knowledge_worker check: some knowledge_worker polled the queue within this many seconds.
+BAILING_WORKER_HEARTBEAT_MAX_AGE = env.int("BAILING_WORKER_HEARTBEAT_MAX_AGE", default=60)
 
 # --- Knowledge answers (knowledge/services/answers.py) ------------------------------------------------
 # An OpenAI-compatible chat endpoint that writes cited answers from retrieved excerpts: the base URL

@@ -34,3 +34,16 @@ class KnowledgeConfig(AppConfig):
             )
         )
         turn_knowledge_register(TurnKnowledgeService())
+
+        # What /health/ready adds for knowledge: the embedding providers the bases use, and a worker.
+        from bailing.health import readiness_check_register
+        from knowledge.readiness import embedding_check
+        from knowledge.services.heartbeat import worker_heartbeat_check
+
+        readiness_check_register("embedding", embedding_check)
+        readiness_check_register("knowledge_worker", worker_heartbeat_check)
+
+        from bailing.metrics import metrics_collector_register
+        from knowledge.metrics import queue_metrics
+
+        metrics_collector_register("knowledge_queue", queue_metrics)

@@ -199,3 +199,18 @@ class Posting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chunk_id}:{self.term}"
+
+
+class WorkerHeartbeat(models.Model):
+    """One row per running ``knowledge_worker`` (``host:pid``), touched on every poll of the queue.
+
+    ``/health/ready``'s ``knowledge_worker`` check reads the newest ``seen_at``; a worker deletes its
+    row when it stops cleanly, and a killed worker's row simply grows old.
+    """
+
+    worker = models.CharField(max_length=200, primary_key=True)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.worker

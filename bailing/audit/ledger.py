@@ -3,7 +3,8 @@
 Every app records its milestones with :func:`audit_record`, so the ledger sits on the ground floor.
 ``audit_record`` must be called inside the transaction of the change it records (services own that
 transaction). Appends are serialised with a transaction-scoped advisory lock so two concurrent
-transactions can never chain onto the same predecessor; services take it last, after their own row
+transactions can never chain onto the same predecessor; each event carries the ``X-Request-Id`` of the
+request being served (``bailing.request_context``), if any; services take it last, after their own row
 locks, so the lock order is always rows → audit chain.
 """
 
@@ -21,6 +22,8 @@ from django.utils import timezone
 from bailing.api.hashing import canonical_sha256, sha256_hex
 from bailing.audit.actor import Actor
 from bailing.audit.models import AuditEvent
+from bailing.metrics import AUDIT_APPEND_SECONDS
+from bailing.request_context import current_request_id
 
 GENESIS_HASH = "0" * 64
 # Arbitrary constant naming the audit-chain advisory lock (pg_advisory_xact_lock key space is shared).
@@ -28,7 +31,7 @@ _AUDIT_LOCK_KEY = 0x6261696C696E67  # "bailing"
 
 
 def _content(event: AuditEvent) -> dict[str, Any]:
-    return {
+    content = {
         "created_at": event.created_at.isoformat(),
         "actor_type": event.actor_type,
         "actor": event.actor,
@@ -40,6 +43,10 @@ def _content(event: AuditEvent) -> dict[str, Any]:
         "target_id": event.target_id,
         "data": event.data,
     }
+    # Hashed only when present, so events recorded before the field existed still verify.
+    if event.request_id:
+        content["request_id"] = event.request_id
+    return content
 
 
 def _chain(prev_hash: str, content_hash: str) -> str:
@@ -97,6 +104,11 @@ def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
     if not entries:
         return []
+    with AUDIT_APPEND_SECONDS.time():
+        return _append(entries)
+
+
+def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
     texts = [json.dumps(entry.data or {}, ensure_ascii=False, allow_nan=False) for entry in entries]
     with connection.cursor() as cursor:
         # One round trip takes the chain lock and gives every ``data`` back as jsonb will store it: the
@@ -110,6 +122,7 @@ def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
     last = AuditEvent.objects.order_by("-id").values_list("chain_hash", flat=True).first()
     prev_hash = last or GENESIS_HASH
     now = timezone.now()
+    request_id = current_request_id()
     events = []
     for entry, data in zip(entries, stored, strict=True):
         actor = entry.actor
@@ -124,6 +137,7 @@ def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
             target_type=entry.target_type,
             target_id=entry.target_id,
             data=data,
+            request_id=request_id,
             prev_hash=prev_hash,
         )
         event.content_hash = canonical_sha256(_content(event))

@@ -31,6 +31,8 @@ class AuditEvent(models.Model):
     target_type = models.CharField(max_length=64, blank=True, default="")
     target_id = models.CharField(max_length=200, blank=True, default="")
     data = models.JSONField(default=dict, blank=True)
+    # X-Request-Id of the request that caused the event ("" outside a request: commands, workers).
+    request_id = models.CharField(max_length=128, blank=True, default="", db_index=True)
     prev_hash = models.CharField(max_length=64)
     content_hash = models.CharField(max_length=64)
     chain_hash = models.CharField(max_length=64, unique=True)

@@ -122,8 +122,30 @@ async def _serve(host: str, port: int, config, gunicorn: subprocess.Popen) -> in
     return code
 
 
+def _metrics_dir() -> str | None:
+    """PROMETHEUS_MULTIPROC_DIR for gunicorn's workers (bailing/metrics.py), set before anything
+    imports prometheus_client. A given directory is used (gunicorn's conf empties it at start);
+    otherwise a fresh one is made and returned, to be removed on exit."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given:
+        os.makedirs(given, mode=0o700, exist_ok=True)
+        return None
+    made = tempfile.mkdtemp(prefix="bailing-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    return made
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bailing.settings")
+    made_metrics_dir = _metrics_dir()
+    try:
+        return _main()
+    finally:
+        if made_metrics_dir:
+            shutil.rmtree(made_metrics_dir, ignore_errors=True)
+
+
+def _main() -> int:
     import django
 
     django.setup()  # settings start (or attach to) the embedded PostgreSQL, as gunicorn's would

@@ -8,12 +8,15 @@ from drf_spectacular.views import SpectacularAPIView
 
 from bailing.api.middleware import API_PREFIX_PATTERN
 from bailing.api.views import ApiNotFound, HealthApi, ReadinessApi
+from bailing.metrics import metrics_view
 from bailing.shell.api_docs import ApiDocsView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False), name="root"),
     path("health", HealthApi.as_view(), name="health"),
     path("health/ready", ReadinessApi.as_view(), name="health-ready"),
+    # Prometheus scrapes (404 unless BAILING_METRICS_TOKEN is set and sent as a bearer token).
+    path("metrics", metrics_view, name="metrics"),
     path("agent-auth/v1/", include("agent_runtime.api.auth_urls")),
     # Standard OAuth sign-in for MCP clients: /.well-known/oauth-authorization-server and /oauth/….
     path("", include("agent_runtime.api.oauth_urls")),

@@ -58,6 +58,7 @@ SQL, the query text or document text.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,7 @@ from django.db import DatabaseError, connection, transaction
 from agent_runtime.config import FUSION_DEFAULTS
 from knowledge.embeddings import EmbeddingConfigError, EmbeddingError
 from knowledge.lexical import TS_CONFIG, lexical_query
+from knowledge.metrics import SEARCH_LANE_SECONDS
 from knowledge.models import Document, KnowledgeBase
 from knowledge.selectors.scope import KnowledgeScope
 from knowledge.services.providers import embedding_provider_for
@@ -432,6 +434,7 @@ def _kb_search(
                 [str(LANE_STATEMENT_TIMEOUT_MS), str(max(depth, MIN_EF_SEARCH))],
             )
             if lexical_text:
+                started = time.perf_counter()
                 cursor.execute(
                     _LEXICAL_SQL,
                     {
@@ -444,11 +447,14 @@ def _kb_search(
                     },
                 )
                 lexical = [(int(chunk_id), float(score)) for chunk_id, score in cursor.fetchall()]
+                SEARCH_LANE_SECONDS.labels(lane=LANE_LEXICAL).observe(time.perf_counter() - started)
             if vector is not None:
+                started = time.perf_counter()
                 cursor.execute(_vector_sql(kb), [vector, depth])
                 # HNSW order is approximate; re-sort so near-ties always come out the same way.
                 rows = sorted((float(distance), int(chunk_id)) for chunk_id, distance in cursor.fetchall())
                 nearest = [(chunk_id, 1.0 - distance) for distance, chunk_id in rows]
+                SEARCH_LANE_SECONDS.labels(lane=LANE_VECTOR).observe(time.perf_counter() - started)
             # The lanes only read: rolling back undoes the SET LOCALs instead of leaking them.
             transaction.set_rollback(True)
     except DatabaseError as exc:

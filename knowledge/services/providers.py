@@ -44,7 +44,7 @@ def _api_key(config: dict) -> str:
     return ""
 
 
-def embedding_provider_for(kb: KnowledgeBase) -> EmbeddingProvider | None:
+def embedding_provider_for(kb: KnowledgeBase, *, timeout: float | None = None) -> EmbeddingProvider | None:
     """The provider that embeds ``kb``'s chunks and queries; ``None`` for a lexical-only KB.
 
     Raises ``EmbeddingConfigError`` when an OpenAI-compatible KB cannot be configured (e.g. its
@@ -60,5 +60,5 @@ def embedding_provider_for(kb: KnowledgeBase) -> EmbeddingProvider | None:
         api_key=_api_key(config),
         model=kb.embedding_model,
         dimension=kb.embedding_dim,
-        timeout=float(config.get("timeout_seconds", 30)),
+        timeout=timeout if timeout is not None else float(config.get("timeout_seconds", 30)),
     )

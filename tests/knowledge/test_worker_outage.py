@@ -33,6 +33,13 @@ def no_vector_storage(monkeypatch):
     monkeypatch.setattr(knowledge_worker, "close_old_connections", lambda: None)
 
 
+@pytest.fixture(autouse=True)
+def no_heartbeat(monkeypatch):
+    """These tests run without a database: the heartbeat (tested in test_readiness.py) is left out."""
+    monkeypatch.setattr(knowledge_worker, "heartbeat_record", lambda worker, started_at: None)
+    monkeypatch.setattr(knowledge_worker, "heartbeat_forget", lambda worker: None)
+
+
 def test_an_unreachable_database_is_one_line(no_vector_storage, monkeypatch, caplog):
     caplog.set_level(logging.INFO)
     gone = _wrapped(OperationalError("refused"), psycopg.OperationalError("connection failed"))

@@ -24,8 +24,10 @@ from types import FrameType
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
 
 from bailing.db.outage import database_unavailable, log_database_unavailable
+from knowledge.services.heartbeat import heartbeat_forget, heartbeat_record, worker_name
 from knowledge.services.indexing import IndexOutcome, document_index, documents_index
 from knowledge.services.queue import documents_claim
 from knowledge.vectors import vector_storage_ensure
@@ -67,6 +69,21 @@ class Command(BaseCommand):
 
     def _run(self, *, stop: threading.Event, once: bool, batch: int, lease: int, idle_max: float) -> Counter:
         totals: Counter = Counter()
+        worker, started_at = worker_name(), timezone.now()
+        try:
+            self._poll(
+                stop, totals, worker, started_at, once=once, batch=batch, lease=lease, idle_max=idle_max
+            )
+        finally:
+            try:
+                heartbeat_forget(worker)
+            except DatabaseError:  # the database is away (already logged): the row will just grow old
+                logger.debug("knowledge worker could not remove its heartbeat")
+        return totals
+
+    def _poll(
+        self, stop: threading.Event, totals: Counter, worker: str, started_at, *, once, batch, lease, idle_max
+    ) -> None:
         delay = IDLE_MIN_SECONDS
         while not stop.is_set():
             # A long-lived process must drop connections the server closed meanwhile (never inside
@@ -74,6 +91,8 @@ class Command(BaseCommand):
             if not connection.in_atomic_block:
                 close_old_connections()
             try:
+                # Every poll says "alive" (``/health/ready``'s knowledge_worker check reads it).
+                heartbeat_record(worker, started_at=started_at)
                 ids = documents_claim(limit=batch, lease_seconds=lease)
             except DatabaseError as exc:
                 outage = database_unavailable(exc)
@@ -104,7 +123,6 @@ class Command(BaseCommand):
                 time.monotonic() - started,
                 ", ".join(f"{name} {count}" for name, count in sorted(counts.items())),
             )
-        return totals
 
 
 def _index_batch(ids: list[int]) -> dict[int, IndexOutcome]:

@@ -92,7 +92,17 @@ def test_add_index_hit_test_and_delete_in_a_browser(hub_server, administrator, b
     screenshot(page, "knowledge-05-document")
 
     page.goto(detail)
-    page.get_by_role("button", name="Delete refunds").click()
+    page.get_by_role("link", name="Delete refunds").click()
+    page.wait_for_url("**/docs/*/delete/")
+    assert "Delete document refunds?" in page.locator("h1").inner_text()
+    # Cancel goes back to the document and deletes nothing.
+    page.get_by_role("link", name="Cancel").click()
+    page.wait_for_url("**/docs/*/")
+    assert Document.objects.filter(kb=kb, source_key="refunds").exists()
+    page.get_by_role("link", name="Delete document…").click()
+    page.wait_for_url("**/docs/*/delete/")
+    screenshot(page, "knowledge-06-delete-confirm")
+    page.get_by_role("button", name="Delete document").click()
     page.wait_for_url(detail)
     assert "deleted" in page.locator(".alert-success").inner_text()
     assert page.locator("table.data tbody tr", has_text="refunds").count() == 0

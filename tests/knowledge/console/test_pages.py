@@ -96,7 +96,7 @@ def post_actions(world):
         ),
         "delete_document": (
             reverse("console:knowledge_document_delete", args=[kb.kb_id, doc.pk]),
-            {},
+            {"confirm": "yes"},
             lambda: not Document.objects.filter(pk=doc.pk).exists(),
         ),
     }
@@ -171,10 +171,26 @@ def test_post_with_csrf_token_is_accepted(world, administrator, action):
     assert happened()
 
 
-@pytest.mark.parametrize("action", ["disable", "delete_kb", "delete_document"])
+@pytest.mark.parametrize("action", ["disable", "delete_kb"])
 def test_write_actions_have_no_get_handler(world, administrator, action):
     url, _, happened = post_actions(world)[action]
     assert signed_in(administrator).get(url).status_code == 405
+    assert not happened()
+
+
+def test_document_delete_get_is_its_confirmation_page(world, administrator):
+    url, _, happened = post_actions(world)["delete_document"]
+    response = signed_in(administrator).get(url)
+    assert response.status_code == 200
+    assert "console/confirm.html" in [t.name for t in response.templates]
+    assert not happened()
+
+
+@pytest.mark.parametrize("confirm", [None, "", "no"])
+def test_document_delete_refuses_a_post_without_the_confirmation(world, administrator, confirm):
+    url, _, happened = post_actions(world)["delete_document"]
+    response = signed_in(administrator).post(url, {} if confirm is None else {"confirm": confirm})
+    assert response.status_code == 400
     assert not happened()
 
 
@@ -189,7 +205,8 @@ def test_unknown_kb_and_document_of_another_kb_are_404(world, administrator):
     url = reverse("console:knowledge_document_detail", args=[other.kb_id, world["doc"].pk])
     assert browser.get(url).status_code == 404
     delete = reverse("console:knowledge_document_delete", args=[other.kb_id, world["doc"].pk])
-    assert browser.post(delete).status_code == 404
+    assert browser.get(delete).status_code == 404
+    assert browser.post(delete, {"confirm": "yes"}).status_code == 404
     assert Document.objects.filter(pk=world["doc"].pk).exists()
 
 
@@ -494,7 +511,18 @@ def test_upload_over_the_byte_cap_stops_receiving_and_stores_nothing(world, admi
 # --- deletes and enable/disable ---------------------------------------------------------------------------
 def test_document_delete_removes_chunks_and_audits(world, admin_http):
     kb, doc = world["kb"], world["doc"]
-    response = admin_http.post(reverse("console:knowledge_document_delete", args=[kb.kb_id, doc.pk]))
+    url = reverse("console:knowledge_document_delete", args=[kb.kb_id, doc.pk])
+    confirm = admin_http.get(url)
+    assert confirm.status_code == 200
+    content = confirm.content.decode()
+    assert "Delete document refunds?" in content and "Refund policy" in content
+    assert f'action="{url}"' in content
+    assert f'href="{reverse("console:knowledge_document_detail", args=[kb.kb_id, doc.pk])}"' in content
+    assert Document.objects.filter(pk=doc.pk).exists()
+    refused = admin_http.post(url)
+    assert refused.status_code == 400
+    assert Document.objects.filter(pk=doc.pk).exists()
+    response = admin_http.post(url, {"confirm": "yes"})
     assert response["Location"] == reverse("console:knowledge_detail", args=[kb.kb_id])
     assert not Chunk.objects.filter(document_id=doc.pk).exists()
     assert AuditEvent.objects.filter(

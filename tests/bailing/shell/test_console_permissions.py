@@ -294,6 +294,11 @@ PAGE_PERMISSIONS = {
     "audit_verify": ("bailing.verify_auditevent",),
     "audit_detail": ("bailing.view_auditevent",),
     "consent": ("agent_runtime.consent_agentauthorization",),
+    "user_list": ("auth.change_user",),
+    "user_create": ("auth.change_user",),
+    "user_detail": ("auth.change_user",),
+    "user_password": ("auth.change_user",),
+    "user_deactivate": ("auth.change_user",),
 }
 
 

@@ -7,15 +7,17 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.functional import cached_property
 from django.views import View
 from django.views.generic import DetailView, FormView, ListView
 
 from agent_runtime.config import ConfigError, validate_client_config
-from agent_runtime.console.forms import ClientCreateForm
+from agent_runtime.console.forms import ClientCreateForm, ClientEditForm
 from agent_runtime.console.sessions import session_table
 from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
 from agent_runtime.services.clients import client_create, client_set_enabled, client_token_rotate
+from agent_runtime.services.config_apply import client_upsert
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
@@ -117,6 +119,40 @@ class ClientCreateView(ConsoleView, FormView):
             f"Client {app_id} created. Rotate its token to hand a Client Token to the business system.",
         )
         return redirect("console:client_detail", app_id=app_id)
+
+
+class ClientEditView(ConsoleView, FormView):
+    """Edits a client through the same validation and service as ``bailing_apply`` (``client_upsert``);
+    config errors are shown on the fields they name."""
+
+    permission_required = "agent_runtime.change_client"
+    template_name = "agent_runtime/client_form.html"
+    form_class = ClientEditForm
+
+    @cached_property
+    def client(self) -> Client:
+        # Looked up on first use, after the permission check (an anonymous visitor is sent to the
+        # login page, never told whether the client exists).
+        return get_object_or_404(Client, app_id=self.kwargs["app_id"])
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "client": self.client}
+
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), "client": self.client}
+
+    def form_valid(self, form):
+        try:
+            data = validate_client_config(form.config_data(), path="client")
+            _, action = client_upsert(data=data, actor=Actor.user(self.request.user))
+        except ConfigError as exc:
+            form.add_config_error(exc.path, exc.reason)
+            return self.form_invalid(form)
+        if action == "unchanged":
+            messages.info(self.request, "Nothing changed.")
+        else:
+            messages.success(self.request, f"Client {self.client.app_id} saved.")
+        return redirect("console:client_detail", app_id=self.client.app_id)
 
 
 def _client_facts(client: Client) -> list[tuple[str, str]]:

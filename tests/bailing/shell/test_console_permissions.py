@@ -275,6 +275,7 @@ PAGE_PERMISSIONS = {
     "client_list": ("agent_runtime.view_client",),
     "client_create": ("agent_runtime.add_client",),
     "client_detail": ("agent_runtime.view_client",),
+    "client_edit": ("agent_runtime.change_client",),
     "client_set_enabled": ("agent_runtime.change_client",),
     "client_token_rotate": ("agent_runtime.change_client",),
     "session_list": ("agent_runtime.view_agentsession",),

@@ -239,8 +239,13 @@ class KnowledgeBaseDetailView(ConsoleView, DetailView):
         kb = self.object
         filter_form = DocumentFilterForm(self.request.GET or None)
         documents = Document.objects.filter(kb=kb).defer("content", "metadata").order_by("source_key", "id")
-        if filter_form.is_bound and filter_form.is_valid() and filter_form.cleaned_data["status"]:
-            documents = documents.filter(status=filter_form.cleaned_data["status"])
+        if filter_form.is_bound and filter_form.is_valid():
+            if filter_form.cleaned_data["status"]:
+                documents = documents.filter(status=filter_form.cleaned_data["status"])
+            text = filter_form.cleaned_data["q"].strip()
+            if text:
+                # Title or source key, case-insensitive, anywhere in it (ILIKE with escaped wildcards).
+                documents = documents.filter(Q(title__icontains=text) | Q(source_key__icontains=text))
         paginator = Paginator(documents, PAGE_SIZE)
         page_obj = paginator.get_page(self.request.GET.get("page"))
         counts = dict(

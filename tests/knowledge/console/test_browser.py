@@ -71,6 +71,13 @@ def test_add_index_hit_test_and_delete_in_a_browser(hub_server, administrator, b
     assert refunds_row.locator(".badge").inner_text() == "ready"
     assert no_horizontal_overflow(page)
     screenshot(page, "knowledge-03-detail")
+    page.get_by_label("Title or key").fill("refund")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**/?q=refund*")
+    assert page.locator("table.data tbody tr", has_text="shipping").count() == 0
+    assert page.locator("table.data tbody tr", has_text="refunds").count() == 1
+    screenshot(page, "knowledge-03b-document-search")
+    page.goto(detail)
 
     page.get_by_role("link", name="Hit test").click()
     page.get_by_label("Query").fill("money back after a return")

@@ -650,3 +650,33 @@ def test_hit_test_of_a_local_kb_shows_vector_ranks(console_roles, admin_http):
     assert top.vector_rank == 1 and 0 < top.vector_score <= 1
     row = response.context["hits_table"].rows[0]
     assert row[3].text == "#1" and float(row[3].sub) == pytest.approx(top.vector_score, abs=1e-4)
+
+
+# --- finding a document by title or key ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [
+        ("", ["refunds", "shipping/eu", "shipping/us"]),
+        ("ship", ["shipping/eu", "shipping/us"]),
+        ("REFUND", ["refunds"]),
+        ("europe", ["shipping/eu"]),
+        ("%", []),
+        ("_", []),
+        ("nothing-like-it", []),
+    ],
+)
+def test_documents_are_found_by_title_or_source_key(world, admin_http, q, expected):
+    kb = world["kb"]
+    knowledge_document(kb, "shipping/eu", "Shipping in Europe", SHIPPING)
+    knowledge_document(kb, "shipping/us", "Shipping in the US", SHIPPING)
+    response = admin_http.get(reverse("console:knowledge_detail", args=[kb.kb_id]), {"q": q})
+    assert response.status_code == 200
+    assert [row["document"].source_key for row in response.context["documents"]] == expected
+    if not expected:
+        assert "No documents match." in response.content.decode()
+
+
+def test_document_search_with_a_nul_byte_is_a_form_error_not_a_database_error(world, admin_http):
+    response = admin_http.get(reverse("console:knowledge_detail", args=[world["kb"].kb_id]), {"q": "a\x00b"})
+    assert response.status_code == 200
+    assert response.context["filter_form"].errors["q"]

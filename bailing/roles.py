@@ -3,6 +3,7 @@
 * administrator — everything the console offers (configuration, clients, sessions, knowledge
   documents, audit, reconciling unknown tool-call outcomes, resending approval notifications) except
   deciding approvals, which is the approver role's.
+  Also the console users themselves (``auth.change_user``: the Users page).
 * approver — reads workspaces/clients/sessions/conversations/knowledge bases/invocations and decides
   approvals of tool calls (``agent_runtime.decide_toolapproval``; never for a call made on their own
   behalf).
@@ -51,6 +52,8 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "bailing.verify_auditevent",
         "agent_runtime.resolve_toolcalljournal",
         "agent_runtime.change_toolapproval",
+        # Console users and their roles (the Users page, administrators only).
+        "auth.change_user",
     ],
     # Separation of duties: approvers decide on tool calls; administrators configure (and reconcile
     # unknown outcomes) but decide only if they also hold the approver role.

@@ -77,6 +77,38 @@ class ClientCreateForm(forms.Form):
             self.add_error(None, f"{path}: {reason}" if path else reason)
 
 
+class ClientEditForm(ClientCreateForm):
+    """The console-editable fields of an existing client; its App ID is fixed (it names the client
+    everywhere, tokens and sessions included)."""
+
+    def __init__(self, *args, client: Client, **kwargs):
+        self.client = client
+        kwargs["initial"] = {
+            **{
+                "name": client.name,
+                "description": client.description,
+                "allowed_routes": ", ".join(client.allowed_routes or []),
+                "agent_authorize_url": client.agent_authorize_url,
+                "hub_consent": client.hub_consent,
+                "mcp_sign_in": client.mcp_sign_in,
+                "rate_limit_per_min": client.rate_limit_per_min,
+            },
+            **(kwargs.get("initial") or {}),
+        }
+        super().__init__(*args, **kwargs)
+        del self.fields["app_id"]
+
+    def config_data(self) -> dict:
+        """The client as a config file would state it: the form's fields, and the client's current
+        values for what the form does not edit (validation resets an absent field to its default)."""
+        self.cleaned_data["app_id"] = self.client.app_id
+        config = super().config_data()
+        config["enabled"] = self.client.enabled
+        config["allowed_channels"] = list(self.client.allowed_channels or [])
+        config["budget"] = self.client.budget
+        return config
+
+
 class SessionFilterForm(forms.Form):
     STATES = [("", "any state"), ("active", "active"), ("expired", "expired"), ("revoked", "revoked")]
 

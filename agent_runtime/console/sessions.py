@@ -17,6 +17,7 @@ from agent_runtime.models import AgentSession
 from agent_runtime.services.agent_auth.sessions import session_revoke
 from bailing.audit.actor import Actor
 from bailing.ui import tables
+from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE
@@ -106,11 +107,50 @@ class SessionDetailView(ConsoleView, DetailView):
 
 
 class SessionRevokeView(ConsoleView, View):
+    """GET: the confirmation page saying what revoking does; POST (with the confirmation): revoke."""
+
     permission_required = "agent_runtime.change_agentsession"
-    http_method_names = ["post"]
+    http_method_names = ["get", "post"]
+
+    def get(self, request, session_id):
+        session = get_object_or_404(AgentSession.objects.select_related("client"), pk=session_id)
+        detail_url = reverse("console:session_detail", args=[session.id])
+        if session.state == "revoked":
+            messages.info(request, "This session is already revoked; nothing to do.")
+            return redirect(detail_url)
+        device = session.device_label or "this device"
+        return confirm_page(
+            request,
+            Confirmation(
+                title="Revoke this agent session?",
+                action_url=reverse("console:session_revoke", args=[session.id]),
+                cancel_url=detail_url,
+                button="Revoke session",
+                consequences=[
+                    f"The agent on {device} loses access at once: "
+                    "its access token is refused on its next request.",
+                    "Its refresh token stops working, so the agent cannot renew the session; "
+                    "it has to sign in again (and be approved again).",
+                    "This cannot be undone. The revocation is recorded in the audit history.",
+                ],
+                facts=[
+                    ("Session", str(session.id)),
+                    ("Client", session.client.app_id),
+                    ("Device", session.device_label),
+                    ("On behalf of", session.on_behalf_of),
+                    ("Workspaces", ", ".join(session.allowed_routes or []) or "none"),
+                ],
+                crumbs=[
+                    ("Agent sessions", reverse("console:session_list")),
+                    (str(session.id)[:8], detail_url),
+                ],
+            ),
+        )
 
     def post(self, request, session_id):
         session = get_object_or_404(AgentSession, pk=session_id)
+        if not is_confirmed(request):
+            return not_confirmed(request)
         revoked = session_revoke(session=session, actor=Actor.user(request.user), reason="admin")
         if revoked:
             messages.success(request, "Session revoked. Its access and refresh tokens no longer work.")

@@ -23,6 +23,7 @@ urlpatterns = [
     # "_new" can never be an App ID (those start with a letter or digit), so it never shadows a client.
     path("clients/_new/", clients.ClientCreateView.as_view(), name="client_create"),
     path("clients/<segment:app_id>/", clients.ClientDetailView.as_view(), name="client_detail"),
+    path("clients/<segment:app_id>/edit/", clients.ClientEditView.as_view(), name="client_edit"),
     path(
         "clients/<segment:app_id>/enabled/", clients.ClientSetEnabledView.as_view(), name="client_set_enabled"
     ),

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from django.db.models import Q
 from django.urls import reverse
 from django.views.generic import DetailView, ListView, TemplateView
 
+from agent_runtime.models import AgentSession
 from approvals.console.forms import AuditFilterForm
 from bailing.audit.ledger import audit_chain_verify
 from bailing.audit.models import AuditEvent
@@ -37,6 +39,30 @@ def _summary(event: AuditEvent) -> str:
     return " · ".join(parts)
 
 
+def event_clients(events) -> dict[int, str]:
+    """Event id → the App ID of the client the event concerns, for every event that has one: its
+    recorded ``client_app_id``, else the client it targets, else the client of its agent session
+    (events written by a user or the system about a session name the session, not always its
+    client). The sessions of one page are read in one query."""
+    events = list(events)
+    session_ids = {event.session_id for event in events if event.session_id and not event.client_app_id}
+    session_clients = dict(
+        AgentSession.objects.filter(pk__in=session_ids).values_list("id", "client__app_id")
+        if session_ids
+        else []
+    )
+    found = {}
+    for event in events:
+        app_id = event.client_app_id
+        if not app_id and event.target_type == "client":
+            app_id = event.target_id
+        if not app_id and event.session_id:
+            app_id = session_clients.get(event.session_id, "")
+        if app_id:
+            found[event.id] = app_id
+    return found
+
+
 class AuditListView(ConsoleView, ListView):
     permission_required = "bailing.view_auditevent"
     http_method_names = READ_ONLY
@@ -45,19 +71,31 @@ class AuditListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = AuditFilterForm(self.request.GET or None)
-        return filter_by_form(
+        queryset = filter_by_form(
             AuditEvent.objects.order_by("-id"),
             self.filter_form,
             {
                 "actor": "actor",
                 "action": "action__startswith",
-                "client": "client_app_id",
                 "session": "session_id",
                 "route": "route_key",
                 "since": "created_at__gte",
                 "until": "created_at__lte",
             },
         )
+        app_id = self.filter_form.cleaned_data.get("client") if self.filter_form.is_bound else None
+        if app_id:
+            # The same client the Client column shows (``event_clients``), so following its link
+            # lists every row that showed it.
+            queryset = queryset.filter(
+                Q(client_app_id=app_id)
+                | Q(client_app_id="", target_type="client", target_id=app_id)
+                | Q(
+                    client_app_id="",
+                    session_id__in=AgentSession.objects.filter(client__app_id=app_id).values("id"),
+                )
+            )
+        return queryset
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -65,8 +103,11 @@ class AuditListView(ConsoleView, ListView):
             ["#", "Time (UTC)", "Action · target · data", "Actor", "Client", "Session", "Workspace"],
             empty="No audit events match.",
         )
+        clients = event_clients(context["object_list"])
         for event in context["object_list"]:
             session = str(event.session_id) if event.session_id else ""
+            app_id = clients.get(event.id, "")
+            client_url = reverse("console:audit_list") + "?" + urlencode({"client": app_id})
             session_url = reverse("console:audit_list") + "?" + urlencode({"session": session})
             table.rows.append(
                 [
@@ -74,7 +115,7 @@ class AuditListView(ConsoleView, ListView):
                     tables.time(event.created_at),
                     tables.Cell(event.action, kind="mono", sub=_summary(event)),
                     tables.ident(f"{event.actor_type}: {event.actor}"),
-                    tables.mono(event.client_app_id),
+                    tables.mono(app_id, href=client_url if app_id else None),
                     tables.ident(session, href=session_url if session else None),
                     tables.mono(event.route_key),
                 ]

@@ -123,6 +123,13 @@ class KnowledgeBaseDeleteForm(forms.Form):
 
 
 class DocumentFilterForm(forms.Form):
+    q = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Title or key",
+        help_text="part of a document's title or source key",
+        widget=forms.TextInput(attrs={"type": "search", "spellcheck": "false"}),
+    )
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *Document.Status.choices])
 
 

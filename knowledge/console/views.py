@@ -27,6 +27,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -37,6 +38,7 @@ from agent_runtime.config import FUSION_DEFAULTS, route_effective
 from agent_runtime.models import Route
 from bailing.audit.actor import Actor
 from bailing.ui import tables
+from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.forms import EnabledForm
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page
@@ -237,8 +239,13 @@ class KnowledgeBaseDetailView(ConsoleView, DetailView):
         kb = self.object
         filter_form = DocumentFilterForm(self.request.GET or None)
         documents = Document.objects.filter(kb=kb).defer("content", "metadata").order_by("source_key", "id")
-        if filter_form.is_bound and filter_form.is_valid() and filter_form.cleaned_data["status"]:
-            documents = documents.filter(status=filter_form.cleaned_data["status"])
+        if filter_form.is_bound and filter_form.is_valid():
+            if filter_form.cleaned_data["status"]:
+                documents = documents.filter(status=filter_form.cleaned_data["status"])
+            text = filter_form.cleaned_data["q"].strip()
+            if text:
+                # Title or source key, case-insensitive, anywhere in it (ILIKE with escaped wildcards).
+                documents = documents.filter(Q(title__icontains=text) | Q(source_key__icontains=text))
         paginator = Paginator(documents, PAGE_SIZE)
         page_obj = paginator.get_page(self.request.GET.get("page"))
         counts = dict(
@@ -364,12 +371,49 @@ class KnowledgeBaseDeleteView(ConsoleView, View):
 
 
 class DocumentDeleteView(ConsoleView, View):
+    """GET: the confirmation page; POST (with the confirmation field): delete."""
+
     permission_required = MANAGE_PERMISSION
-    http_method_names = ["post"]
+    http_method_names = ["get", "post"]
+
+    def get(self, request, kb_id, doc_id):
+        kb = kb_or_404(kb_id)
+        document = get_object_or_404(
+            Document.objects.only("id", "source_key", "title", "chunk_count"), kb=kb, pk=doc_id
+        )
+        detail_url = reverse("console:knowledge_document_detail", args=[kb.kb_id, document.pk])
+        return confirm_page(
+            request,
+            Confirmation(
+                title=f"Delete document {document.source_key}?",
+                action_url=reverse("console:knowledge_document_delete", args=[kb.kb_id, document.pk]),
+                cancel_url=detail_url,
+                button="Delete document",
+                consequences=[
+                    f"The document and its {document.chunk_count} chunk{pluralize(document.chunk_count)} "
+                    "with their vectors are removed at once.",
+                    f"Agents searching the knowledge base {kb.kb_id} no longer find it.",
+                    "This cannot be undone from the console; putting the document again (paste, upload, "
+                    "the API or knowledge_ingest) indexes it afresh. The deletion is audited.",
+                ],
+                facts=[
+                    ("Knowledge base", kb.kb_id),
+                    ("Source key", document.source_key),
+                    ("Title", document.title),
+                ],
+                crumbs=[
+                    ("Knowledge bases", reverse("console:knowledge_list")),
+                    (kb.kb_id, reverse("console:knowledge_detail", args=[kb.kb_id])),
+                    (document.source_key, detail_url),
+                ],
+            ),
+        )
 
     def post(self, request, kb_id, doc_id):
         kb = kb_or_404(kb_id)
         document = get_object_or_404(Document.objects.only("id", "source_key"), kb=kb, pk=doc_id)
+        if not is_confirmed(request):
+            return not_confirmed(request)
         deleted = document_delete(kb=kb, source_key=document.source_key, actor=Actor.user(request.user))
         if deleted:
             messages.success(request, f"Document {document.source_key} deleted with its chunks and vectors.")

@@ -27,4 +27,6 @@ def console_nav(request):
             if item.badge is not None:
                 entry["badge"] = item.badge(user)
             items.append(entry)
+    if user.has_perm("auth.change_user"):
+        items.append({"label": "Users", "url_name": "console:user_list"})
     return {"console_nav": items}

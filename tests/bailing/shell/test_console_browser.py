@@ -94,6 +94,9 @@ def test_hub_consent_sign_in_then_admin_revoke(
         page.wait_for_url(base + reverse("console:session_detail", args=[tokens["session_id"]]))
         assert administrator.username in page.locator("dl.facts").inner_text()
         screenshot(page, "06-session-detail")
+        page.get_by_role("link", name="Revoke session…").click()
+        page.wait_for_url(base + reverse("console:session_revoke", args=[tokens["session_id"]]))
+        assert "loses access at once" in page.locator("main").inner_text()
         page.get_by_role("button", name="Revoke session").click()
         page.wait_for_url(base + reverse("console:session_detail", args=[tokens["session_id"]]))
         assert page.locator(".page-head .badge").inner_text() == "revoked"
@@ -130,6 +133,7 @@ def test_hub_consent_sign_in_then_admin_revoke(
     screenshot(page, "11-clients")
     page.get_by_role("link", name="desktop-agent").click()
     screenshot(page, "12-client-detail")
+    page.get_by_role("link", name="Rotate token…").click()
     page.get_by_role("button", name="Rotate token").click()
     token = page.get_by_label("Client Token").input_value()
     assert token.startswith("bct_")

@@ -211,7 +211,10 @@ def test_client_disable_and_enable(admin_http, administrator):
     client = ClientFactory()
     url = reverse("console:client_set_enabled", args=[client.app_id])
 
-    response = admin_http.post(url, {"enabled": "false"})
+    assert admin_http.post(url, {"enabled": "false"}).status_code == 400  # not confirmed
+    client.refresh_from_db()
+    assert client.enabled is True
+    response = admin_http.post(url, {"enabled": "false", "confirm": "yes"})
     assert response.status_code == 302
     client.refresh_from_db()
     assert client.enabled is False
@@ -240,7 +243,9 @@ def test_rotate_token_shows_it_once_and_the_old_token_stops_working(admin_http, 
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {old_token}")
     assert api_client.get(probe).json()["error"] == "not_found"  # authenticated, unknown id
 
-    response = admin_http.post(reverse("console:client_token_rotate", args=[client.app_id]))
+    response = admin_http.post(
+        reverse("console:client_token_rotate", args=[client.app_id]), {"confirm": "yes"}
+    )
 
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
@@ -340,7 +345,7 @@ def test_session_detail_shows_identity_and_revocation(admin_http):
     content = response.content.decode()
     for expected in ["Ops laptop", "alice@acme", "acme", "ops", "orders", "admin:ada", session.client.app_id]:
         assert expected in content
-    assert 'action="' + reverse("console:session_revoke", args=[session.id]) not in content
+    assert reverse("console:session_revoke", args=[session.id]) not in content
     assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", content)
 
 
@@ -350,8 +355,16 @@ def test_session_revoke_revokes_audits_and_kills_the_token(admin_http, administr
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {session._access}")
     assert api_client.get("/agent-auth/v1/session").status_code == 200
     url = reverse("console:session_revoke", args=[session.id])
+    detail = admin_http.get(reverse("console:session_detail", args=[session.id])).content.decode()
+    assert f'href="{url}"' in detail and 'method="post"' not in detail.split("<main")[1]
 
-    response = admin_http.post(url)
+    confirm = admin_http.get(url)
+    assert confirm.status_code == 200
+    assert f"The agent on {session.device_label} loses access at once" in confirm.content.decode()
+    assert "refresh token stops working" in confirm.content.decode()
+    assert api_client.get("/agent-auth/v1/session").status_code == 200
+
+    response = admin_http.post(url, {"confirm": "yes"})
 
     assert response.status_code == 302
     assert response["Location"] == reverse("console:session_detail", args=[session.id])
@@ -368,7 +381,10 @@ def test_session_revoke_revokes_audits_and_kills_the_token(admin_http, administr
     page = admin_http.get(response["Location"])
     assert "console:session_revoke" not in page.content.decode()
 
-    again = admin_http.post(url, follow=True)
+    already = admin_http.get(url, follow=True)
+    assert already.redirect_chain == [(reverse("console:session_detail", args=[session.id]), 302)]
+    assert [m.level_tag for m in already.context["messages"]] == ["info"]
+    again = admin_http.post(url, {"confirm": "yes"}, follow=True)
     assert [m.level_tag for m in again.context["messages"]] == ["info"]
     assert AuditEvent.objects.filter(action="agent_auth.session.revoked").count() == 1
 

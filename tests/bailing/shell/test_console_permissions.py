@@ -68,21 +68,21 @@ def _post_actions(world):
         ),
         "client_set_enabled": (
             reverse("console:client_set_enabled", args=[client.app_id]),
-            {"enabled": "false"},
+            {"enabled": "false", "confirm": "yes"},
             ADMINS,
             302,
             lambda: not Client.objects.get(pk=client.pk).enabled,
         ),
         "client_token_rotate": (
             reverse("console:client_token_rotate", args=[client.app_id]),
-            {},
+            {"confirm": "yes"},
             ADMINS,
             200,
             lambda: Client.objects.get(pk=client.pk).token_hash != client.token_hash,
         ),
         "session_revoke": (
             reverse("console:session_revoke", args=[session.id]),
-            {},
+            {"confirm": "yes"},
             ADMINS,
             302,
             lambda: AgentSession.objects.get(pk=session.pk).revoked_at is not None,
@@ -206,12 +206,37 @@ def test_audit_pages_have_no_write_handlers(world, administrator, page, method):
     assert AuditEvent.objects.count() == before
 
 
+DESTRUCTIVE = ["client_set_enabled", "client_token_rotate", "session_revoke"]
+
+
 @pytest.mark.django_db
-@pytest.mark.parametrize("action", ["client_set_enabled", "client_token_rotate", "session_revoke"])
-def test_write_actions_have_no_get_handler(world, administrator, action):
+@pytest.mark.parametrize("action", DESTRUCTIVE)
+def test_destructive_actions_get_is_a_confirmation_page_that_changes_nothing(world, administrator, action):
     url, _, _, _, happened = _post_actions(world)[action]
-    assert signed_in(administrator).get(url).status_code == 405
+    response = signed_in(administrator).get(url)
+    assert response.status_code == 200
+    assert "console/confirm.html" in [t.name for t in response.templates]
+    assert "no-store" in response["Cache-Control"]
+    content = response.content.decode()
+    assert f'action="{url}"' in content
+    assert 'name="confirm" value="yes"' in content
     assert not happened()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", DESTRUCTIVE)
+@pytest.mark.parametrize("confirm", [None, "", "no", "YES"])
+def test_destructive_actions_refuse_a_post_without_the_confirmation(world, administrator, action, confirm):
+    url, data, _, _, happened = _post_actions(world)[action]
+    data = {key: value for key, value in data.items() if key != "confirm"}
+    if confirm is not None:
+        data["confirm"] = confirm
+    before = AuditEvent.objects.count()
+    response = signed_in(administrator).post(url, data)
+    assert response.status_code == 400
+    assert response.context["code"] == "not_confirmed"
+    assert not happened()
+    assert AuditEvent.objects.count() == before
 
 
 @pytest.mark.django_db
@@ -250,6 +275,7 @@ PAGE_PERMISSIONS = {
     "client_list": ("agent_runtime.view_client",),
     "client_create": ("agent_runtime.add_client",),
     "client_detail": ("agent_runtime.view_client",),
+    "client_edit": ("agent_runtime.change_client",),
     "client_set_enabled": ("agent_runtime.change_client",),
     "client_token_rotate": ("agent_runtime.change_client",),
     "session_list": ("agent_runtime.view_agentsession",),
@@ -269,6 +295,11 @@ PAGE_PERMISSIONS = {
     "audit_verify": ("bailing.verify_auditevent",),
     "audit_detail": ("bailing.view_auditevent",),
     "consent": ("agent_runtime.consent_agentauthorization",),
+    "user_list": ("auth.change_user",),
+    "user_create": ("auth.change_user",),
+    "user_detail": ("auth.change_user",),
+    "user_password": ("auth.change_user",),
+    "user_deactivate": ("auth.change_user",),
 }
 
 

@@ -71,6 +71,13 @@ def test_add_index_hit_test_and_delete_in_a_browser(hub_server, administrator, b
     assert refunds_row.locator(".badge").inner_text() == "ready"
     assert no_horizontal_overflow(page)
     screenshot(page, "knowledge-03-detail")
+    page.get_by_label("Title or key").fill("refund")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**/?q=refund*")
+    assert page.locator("table.data tbody tr", has_text="shipping").count() == 0
+    assert page.locator("table.data tbody tr", has_text="refunds").count() == 1
+    screenshot(page, "knowledge-03b-document-search")
+    page.goto(detail)
 
     page.get_by_role("link", name="Hit test").click()
     page.get_by_label("Query").fill("money back after a return")
@@ -92,7 +99,17 @@ def test_add_index_hit_test_and_delete_in_a_browser(hub_server, administrator, b
     screenshot(page, "knowledge-05-document")
 
     page.goto(detail)
-    page.get_by_role("button", name="Delete refunds").click()
+    page.get_by_role("link", name="Delete refunds").click()
+    page.wait_for_url("**/docs/*/delete/")
+    assert "Delete document refunds?" in page.locator("h1").inner_text()
+    # Cancel goes back to the document and deletes nothing.
+    page.get_by_role("link", name="Cancel").click()
+    page.wait_for_url("**/docs/*/")
+    assert Document.objects.filter(kb=kb, source_key="refunds").exists()
+    page.get_by_role("link", name="Delete document…").click()
+    page.wait_for_url("**/docs/*/delete/")
+    screenshot(page, "knowledge-06-delete-confirm")
+    page.get_by_role("button", name="Delete document").click()
     page.wait_for_url(detail)
     assert "deleted" in page.locator(".alert-success").inner_text()
     assert page.locator("table.data tbody tr", has_text="refunds").count() == 0

@@ -96,7 +96,7 @@ def post_actions(world):
         ),
         "delete_document": (
             reverse("console:knowledge_document_delete", args=[kb.kb_id, doc.pk]),
-            {},
+            {"confirm": "yes"},
             lambda: not Document.objects.filter(pk=doc.pk).exists(),
         ),
     }
@@ -171,10 +171,26 @@ def test_post_with_csrf_token_is_accepted(world, administrator, action):
     assert happened()
 
 
-@pytest.mark.parametrize("action", ["disable", "delete_kb", "delete_document"])
+@pytest.mark.parametrize("action", ["disable", "delete_kb"])
 def test_write_actions_have_no_get_handler(world, administrator, action):
     url, _, happened = post_actions(world)[action]
     assert signed_in(administrator).get(url).status_code == 405
+    assert not happened()
+
+
+def test_document_delete_get_is_its_confirmation_page(world, administrator):
+    url, _, happened = post_actions(world)["delete_document"]
+    response = signed_in(administrator).get(url)
+    assert response.status_code == 200
+    assert "console/confirm.html" in [t.name for t in response.templates]
+    assert not happened()
+
+
+@pytest.mark.parametrize("confirm", [None, "", "no"])
+def test_document_delete_refuses_a_post_without_the_confirmation(world, administrator, confirm):
+    url, _, happened = post_actions(world)["delete_document"]
+    response = signed_in(administrator).post(url, {} if confirm is None else {"confirm": confirm})
+    assert response.status_code == 400
     assert not happened()
 
 
@@ -189,7 +205,8 @@ def test_unknown_kb_and_document_of_another_kb_are_404(world, administrator):
     url = reverse("console:knowledge_document_detail", args=[other.kb_id, world["doc"].pk])
     assert browser.get(url).status_code == 404
     delete = reverse("console:knowledge_document_delete", args=[other.kb_id, world["doc"].pk])
-    assert browser.post(delete).status_code == 404
+    assert browser.get(delete).status_code == 404
+    assert browser.post(delete, {"confirm": "yes"}).status_code == 404
     assert Document.objects.filter(pk=world["doc"].pk).exists()
 
 
@@ -494,7 +511,18 @@ def test_upload_over_the_byte_cap_stops_receiving_and_stores_nothing(world, admi
 # --- deletes and enable/disable ---------------------------------------------------------------------------
 def test_document_delete_removes_chunks_and_audits(world, admin_http):
     kb, doc = world["kb"], world["doc"]
-    response = admin_http.post(reverse("console:knowledge_document_delete", args=[kb.kb_id, doc.pk]))
+    url = reverse("console:knowledge_document_delete", args=[kb.kb_id, doc.pk])
+    confirm = admin_http.get(url)
+    assert confirm.status_code == 200
+    content = confirm.content.decode()
+    assert "Delete document refunds?" in content and "Refund policy" in content
+    assert f'action="{url}"' in content
+    assert f'href="{reverse("console:knowledge_document_detail", args=[kb.kb_id, doc.pk])}"' in content
+    assert Document.objects.filter(pk=doc.pk).exists()
+    refused = admin_http.post(url)
+    assert refused.status_code == 400
+    assert Document.objects.filter(pk=doc.pk).exists()
+    response = admin_http.post(url, {"confirm": "yes"})
     assert response["Location"] == reverse("console:knowledge_detail", args=[kb.kb_id])
     assert not Chunk.objects.filter(document_id=doc.pk).exists()
     assert AuditEvent.objects.filter(
@@ -622,3 +650,33 @@ def test_hit_test_of_a_local_kb_shows_vector_ranks(console_roles, admin_http):
     assert top.vector_rank == 1 and 0 < top.vector_score <= 1
     row = response.context["hits_table"].rows[0]
     assert row[3].text == "#1" and float(row[3].sub) == pytest.approx(top.vector_score, abs=1e-4)
+
+
+# --- finding a document by title or key ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [
+        ("", ["refunds", "shipping/eu", "shipping/us"]),
+        ("ship", ["shipping/eu", "shipping/us"]),
+        ("REFUND", ["refunds"]),
+        ("europe", ["shipping/eu"]),
+        ("%", []),
+        ("_", []),
+        ("nothing-like-it", []),
+    ],
+)
+def test_documents_are_found_by_title_or_source_key(world, admin_http, q, expected):
+    kb = world["kb"]
+    knowledge_document(kb, "shipping/eu", "Shipping in Europe", SHIPPING)
+    knowledge_document(kb, "shipping/us", "Shipping in the US", SHIPPING)
+    response = admin_http.get(reverse("console:knowledge_detail", args=[kb.kb_id]), {"q": q})
+    assert response.status_code == 200
+    assert [row["document"].source_key for row in response.context["documents"]] == expected
+    if not expected:
+        assert "No documents match." in response.content.decode()
+
+
+def test_document_search_with_a_nul_byte_is_a_form_error_not_a_database_error(world, admin_http):
+    response = admin_http.get(reverse("console:knowledge_detail", args=[world["kb"].kb_id]), {"q": "a\x00b"})
+    assert response.status_code == 200
+    assert response.context["filter_form"].errors["q"]

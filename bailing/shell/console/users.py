@@ -1,0 +1,228 @@
+"""Console users (administrators only): list, create, set roles, reset a password, deactivate.
+
+Every change goes through ``bailing.shell.users`` (shared with ``manage.py bailing_user``), which
+audits it. A generated password is shown once, in the response to the POST that set it (no-store),
+never in a flash message or the session.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views import View
+from django.views.generic import FormView, ListView
+
+from bailing.audit.actor import Actor
+from bailing.shell.users import (
+    ROLES,
+    UserError,
+    password_generate,
+    user_create,
+    user_deactivate,
+    user_roles,
+    user_set_password,
+    user_set_roles,
+)
+from bailing.ui import tables
+from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
+from bailing.ui.mixins import ConsoleView
+from bailing.ui.pages import PAGE_SIZE
+
+PERMISSION = "auth.change_user"
+ROLE_CHOICES = [(role, role) for role in ROLES]
+
+
+class UserCreateForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    roles = forms.MultipleChoiceField(
+        choices=ROLE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    password = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text="Leave empty to generate one, shown once on the next page.",
+    )
+
+
+class UserRolesForm(forms.Form):
+    roles = forms.MultipleChoiceField(
+        choices=ROLE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+    )
+
+
+class PasswordForm(forms.Form):
+    password = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text="Leave empty to generate one, shown once on the next page.",
+    )
+
+
+def _user_or_404(username):
+    return get_object_or_404(get_user_model(), username=username)
+
+
+class UserListView(ConsoleView, ListView):
+    permission_required = PERMISSION
+    template_name = "console/user_list.html"
+    paginate_by = PAGE_SIZE
+
+    def get_queryset(self):
+        return get_user_model().objects.prefetch_related("groups").order_by("username")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        table = tables.Table(["Username", "Roles", "Status", "Last sign-in", "Created"], empty="No users.")
+        for user in context["object_list"]:
+            roles = sorted(g.name for g in user.groups.all() if g.name in ROLES)
+            table.rows.append(
+                [
+                    tables.mono(user.username, href=reverse("console:user_detail", args=[user.username])),
+                    tables.words(roles, empty="none"),
+                    tables.badge("active" if user.is_active else "disabled"),
+                    tables.time(user.last_login),
+                    tables.time(user.date_joined),
+                ]
+            )
+        context["table"] = table
+        return context
+
+
+class UserCreateView(ConsoleView, FormView):
+    permission_required = PERMISSION
+    template_name = "console/user_form.html"
+    form_class = UserCreateForm
+
+    def form_valid(self, form):
+        password = form.cleaned_data["password"]
+        generated = not password
+        if generated:
+            password = password_generate()
+        try:
+            user = user_create(
+                username=form.cleaned_data["username"],
+                roles=form.cleaned_data["roles"],
+                password=password,
+                actor=Actor.user(self.request.user),
+            )
+        except UserError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            return self.form_invalid(form)
+        if generated:
+            return render(self.request, "console/user_password.html", {"subject": user, "password": password})
+        messages.success(self.request, f"User {user.username} created.")
+        return redirect("console:user_detail", username=user.username)
+
+
+class UserDetailView(ConsoleView, View):
+    """The user's facts with the roles form (POST sets roles) and the password form."""
+
+    permission_required = PERMISSION
+    http_method_names = ["get", "post"]
+
+    def _render(self, request, subject, roles_form, password_form, status=200):
+        return render(
+            request,
+            "console/user_detail.html",
+            {
+                "subject": subject,
+                "roles": user_roles(subject),
+                "roles_form": roles_form,
+                "password_form": password_form,
+            },
+            status=status,
+        )
+
+    def get(self, request, username):
+        subject = _user_or_404(username)
+        return self._render(
+            request, subject, UserRolesForm(initial={"roles": user_roles(subject)}), PasswordForm()
+        )
+
+    def post(self, request, username):
+        subject = _user_or_404(username)
+        form = UserRolesForm(request.POST)
+        if not form.is_valid():
+            return self._render(request, subject, form, PasswordForm(), status=400)
+        changed = user_set_roles(
+            user=subject, roles=form.cleaned_data["roles"], actor=Actor.user(request.user)
+        )
+        if changed:
+            messages.success(
+                request, f"Roles of {subject.username} set: {', '.join(user_roles(subject)) or 'none'}."
+            )
+        else:
+            messages.info(request, "The roles are unchanged.")
+        return redirect("console:user_detail", username=subject.username)
+
+
+class UserPasswordView(ConsoleView, View):
+    permission_required = PERMISSION
+    http_method_names = ["post"]
+
+    def post(self, request, username):
+        subject = _user_or_404(username)
+        form = PasswordForm(request.POST)
+        form.is_valid()
+        password = form.cleaned_data.get("password") or ""
+        generated = not password
+        if generated:
+            password = password_generate()
+        try:
+            user_set_password(
+                user=subject, password=password, actor=Actor.user(request.user), generated=generated
+            )
+        except UserError as exc:
+            form.add_error("password", exc.message)
+            return UserDetailView()._render(
+                request, subject, UserRolesForm(initial={"roles": user_roles(subject)}), form, status=400
+            )
+        if generated:
+            return render(request, "console/user_password.html", {"subject": subject, "password": password})
+        messages.success(request, f"Password of {subject.username} set.")
+        return redirect("console:user_detail", username=subject.username)
+
+
+class UserDeactivateView(ConsoleView, View):
+    permission_required = PERMISSION
+    http_method_names = ["get", "post"]
+
+    def get(self, request, username):
+        subject = _user_or_404(username)
+        detail_url = reverse("console:user_detail", args=[subject.username])
+        if not subject.is_active:
+            messages.info(request, f"User {subject.username} is already deactivated; nothing to do.")
+            return redirect(detail_url)
+        return confirm_page(
+            request,
+            Confirmation(
+                title=f"Deactivate user {subject.username}?",
+                action_url=reverse("console:user_deactivate", args=[subject.username]),
+                cancel_url=detail_url,
+                button="Deactivate user",
+                consequences=[
+                    f"{subject.username} can no longer sign in to the console; a signed-in browser of "
+                    "theirs is signed out on its next request.",
+                    "Their audit history, decisions and agent sessions stay as they are (revoke sessions "
+                    "on their own pages).",
+                    "The deactivation is audited.",
+                ],
+                facts=[("Username", subject.username), ("Roles", ", ".join(user_roles(subject)) or "none")],
+                crumbs=[("Users", reverse("console:user_list")), (subject.username, detail_url)],
+            ),
+        )
+
+    def post(self, request, username):
+        subject = _user_or_404(username)
+        if not is_confirmed(request):
+            return not_confirmed(request)
+        if subject.pk == request.user.pk:
+            messages.error(request, "You cannot deactivate yourself. Nothing changed.")
+        elif user_deactivate(user=subject, actor=Actor.user(request.user)):
+            messages.success(request, f"User {subject.username} deactivated.")
+        else:
+            messages.info(request, f"User {subject.username} was already deactivated.")
+        return redirect("console:user_detail", username=subject.username)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from bailing.front.launcher import stop_process
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -59,12 +61,7 @@ def gunicorn_running(
         wait_ready(port)
         yield port
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, timeout=30)
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:

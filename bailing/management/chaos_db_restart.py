@@ -49,6 +49,7 @@ from agent_runtime.models import AgentRun, AgentSession, Client, Route, VisibleM
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from bailing.benchmarks import gunicorn_running
 from bailing.db import embedded
+from bailing.front.launcher import stop_process
 
 ROUTE_KEY = "chaos"
 CLIENT_APP_ID = "chaos-agent"
@@ -375,12 +376,7 @@ def run(
                 thread.join(timeout=PHASE_TIMEOUT + 10)
     finally:
         stop.set()
-        supervisor.terminate()
-        try:
-            supervisor.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            supervisor.kill()
-            supervisor.wait()
+        stop_process(supervisor, timeout=20)
     figures["seconds"] = round(time.monotonic() - started, 1)
     _attribute_answers(figures["outages"], stream.answers)
     figures["requests"] = _status_figures(stream.answers)

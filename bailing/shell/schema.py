@@ -191,32 +191,26 @@ def _error_component(classes: dict[str, type[ApiError]]) -> dict[str, Any]:
     }
 
 
-_TOO_LARGE_REQUEST_BODY = {
-    "type": "object",
-    "properties": {
-        "error": {"const": "arguments_too_large"},
-        "message": {"type": "string"},
-        "origin": {"const": "core"},
-        "dispatch": {"const": "not_dispatched"},
-        "limit_scope": {"const": "request_body"},
-        "max_bytes": {"type": "integer"},
-        "observed_bytes": {"type": "integer"},
-    },
-    "required": ["error", "message", "origin", "dispatch", "limit_scope", "max_bytes", "observed_bytes"],
-}
-_TOO_LARGE_ARGUMENTS = {
-    "type": "object",
-    "properties": {
-        "error": {"const": "arguments_too_large"},
-        "message": {"type": "string"},
-        "origin": {"const": "core"},
-        "dispatch": {"const": "not_dispatched"},
-        "limit_scope": {"const": "arguments"},
-        "max_bytes": {"type": "integer"},
-        "actual_bytes": {"type": "integer"},
-    },
-    "required": ["error", "message", "origin", "dispatch", "limit_scope", "max_bytes", "actual_bytes"],
-}
+def _too_large(limit_scope: str, size_key: str) -> dict[str, Any]:
+    """One of the two 413 shapes: the raw body (``observed_bytes``) or the tool arguments
+    (``actual_bytes``)."""
+    return {
+        "type": "object",
+        "properties": {
+            "error": {"const": "arguments_too_large"},
+            "message": {"type": "string"},
+            "origin": {"const": "core"},
+            "dispatch": {"const": "not_dispatched"},
+            "limit_scope": {"const": limit_scope},
+            "max_bytes": {"type": "integer"},
+            size_key: {"type": "integer"},
+        },
+        "required": ["error", "message", "origin", "dispatch", "limit_scope", "max_bytes", size_key],
+    }
+
+
+_TOO_LARGE_REQUEST_BODY = _too_large("request_body", "observed_bytes")
+_TOO_LARGE_ARGUMENTS = _too_large("arguments", "actual_bytes")
 
 
 def _status_schema(codes: list[str], method: str, path: str) -> dict[str, Any]:

@@ -23,14 +23,27 @@ Usage::
     agent.exchange()                       # POST /token (authorization_code)
     agent.session_info(); agent.refresh(); agent.revoke()
     agent.close()
+
+Every call made with the access token goes through :meth:`ReferenceAgentClient._authed`: a 401
+``unauthorized`` (the hub refused the bearer before running anything) is answered by one refresh with
+the saved refresh token and one retry; a refused refresh (``invalid_grant``: the session was revoked,
+expired, or its refresh token replayed) raises :class:`SessionGone`. With a :class:`TokenFile` the
+rotated pair is written back at once (temp file + rename, mode 0600) under a lock, so two commands
+sharing one file never present the same refresh token twice (which would revoke the session). Nothing
+else is ever retried: a business call whose answer was lost stays unknown (resume it by its id).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import json
+import os
 import secrets
+import tempfile
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -46,6 +59,88 @@ class AgentAuthError(Exception):
         self.status = status
         self.code = code
         self.body = body
+
+
+class SessionGone(Exception):
+    """The session behind the saved tokens cannot be used any more: sign in again.
+
+    ``reason`` is what the hub answered (``invalid_grant`` for a revoked or expired session or a
+    replayed refresh token, ``unauthorized`` when even a fresh access token was refused) or
+    ``no_refresh_token`` when nothing was saved to refresh with.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TokenFileError(Exception):
+    """The token file is missing, unreadable or not what ``login --save`` writes."""
+
+
+# A 401 with this code means the bearer was refused (missing, unknown, expired, revoked session,
+# disabled client): the hub authenticates before it runs anything, so the request did not happen.
+BEARER_REFUSED = "unauthorized"
+
+
+class TokenFile:
+    """The tokens ``login --save`` writes: ``{hub, client_app_id, access_token, refresh_token,
+    session_id, ...}``. Rewrites are atomic (a 0600 temp file in the same directory, then rename) and
+    refreshes hold an exclusive lock on ``FILE.lock`` (where ``fcntl`` exists)."""
+
+    REQUIRED = ("hub", "client_app_id", "access_token")
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+
+    def read(self) -> dict:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            raise TokenFileError(f"no token file at {self.path}") from None
+        except (OSError, ValueError) as exc:
+            raise TokenFileError(f"cannot read the token file {self.path}: {type(exc).__name__}") from None
+        missing = [key for key in self.REQUIRED if not isinstance(data, dict) or not data.get(key)]
+        if missing:
+            raise TokenFileError(f"the token file {self.path} lacks {', '.join(missing)}")
+        return data
+
+    def write(self, data: dict) -> None:
+        write_token_file(self.path, data)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no cross-process lock, the rename is still atomic
+            yield
+            return
+        fd = os.open(self.path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def write_token_file(path: str | os.PathLike, data: dict) -> None:
+    """Write ``data`` as JSON to ``path`` atomically with mode 0600: readers see the old file or the
+    new one, never half of one, and the secret is never readable by others, not even for a moment."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".agent-tokens-", suffix=".tmp", dir=directory)  # 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 class AuthorizationDenied(Exception):
@@ -147,6 +242,7 @@ class ReferenceAgentClient:
         *,
         device_label: str = "pytest reference agent",
         timeout: float = 10.0,
+        token_file: TokenFile | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.client_app_id = client_app_id
@@ -163,6 +259,19 @@ class ReferenceAgentClient:
         self.refresh_token: str | None = None
         self.session_id: str | None = None
         self.last_token_response: dict | None = None
+        # Where rotated tokens are written back (None: kept in memory only).
+        self.token_file = token_file
+        self.refreshes = 0
+
+    @classmethod
+    def from_token_file(cls, token_file: TokenFile, routes: list[str] | None = None, **kwargs):
+        """A client resuming the session saved in ``token_file`` (raises :class:`TokenFileError`)."""
+        saved = token_file.read()
+        agent = cls(saved["hub"], saved["client_app_id"], list(routes or []), token_file=token_file, **kwargs)
+        agent.access_token = saved["access_token"]
+        agent.refresh_token = saved.get("refresh_token")
+        agent.session_id = saved.get("session_id")
+        return agent
 
     # -- plumbing --------------------------------------------------------------------------------------
 
@@ -181,6 +290,57 @@ class ReferenceAgentClient:
             code = body.get("error") if isinstance(body, dict) else None
             raise AgentAuthError(response.status_code, code, body)
         return body
+
+    def _authed(self, method: str, path: str, *, expect: int, json: Any = None) -> Any:
+        """A call with the access token. A 401 ``unauthorized`` means the hub refused the bearer
+        before running anything, so — and only then — the session is refreshed once and the call
+        sent once more. Any other failure (a lost answer included) is raised as it is."""
+        try:
+            return self._call(method, path, expect=expect, json=json, bearer=self.access_token)
+        except AgentAuthError as exc:
+            if exc.status != 401 or exc.code != BEARER_REFUSED:
+                raise
+        self.refresh_session()
+        try:
+            return self._call(method, path, expect=expect, json=json, bearer=self.access_token)
+        except AgentAuthError as exc:
+            if exc.status == 401 and exc.code == BEARER_REFUSED:
+                raise SessionGone(BEARER_REFUSED) from None
+            raise
+
+    def refresh_session(self) -> None:
+        """Get a new access token with the refresh token (rotating it), or raise :class:`SessionGone`.
+
+        With a token file: under its lock, a pair another process already rotated is taken from the
+        file instead of presenting our (now used) refresh token again, and a fresh pair is written
+        back before the lock is released."""
+        if self.token_file is None:
+            self._refresh_or_gone()
+            return
+        with self.token_file.locked():
+            try:
+                saved = self.token_file.read()
+            except TokenFileError:
+                saved = {}
+            newer = saved.get("refresh_token")
+            if newer and newer != self.refresh_token and saved.get("session_id") == self.session_id:
+                self.access_token = saved["access_token"]
+                self.refresh_token = newer
+                return
+            self._refresh_or_gone()
+            base = saved or {"hub": self.base_url, "client_app_id": self.client_app_id}
+            self.token_file.write({**base, **(self.last_token_response or {})})
+
+    def _refresh_or_gone(self) -> None:
+        if not self.refresh_token:
+            raise SessionGone("no_refresh_token")
+        try:
+            self.refresh()
+        except AgentAuthError as exc:
+            if exc.status == 400 and exc.code == "invalid_grant":
+                raise SessionGone("invalid_grant") from None
+            raise
+        self.refreshes += 1
 
     @property
     def redirect_uri(self) -> str:
@@ -268,15 +428,15 @@ class ReferenceAgentClient:
                 "refresh_token": self.refresh_token,
             },
         )
-        if body.get("session_id") != self.session_id:
+        if self.session_id is not None and body.get("session_id") != self.session_id:
             raise AssertionError("refresh returned another session")
         self._store(body)
         return body
 
     def session_info(self, access_token: str | None = None) -> dict:
-        return self._call(
-            "GET", "/agent-auth/v1/session", expect=200, bearer=access_token or self.access_token
-        )
+        if access_token is not None:
+            return self._call("GET", "/agent-auth/v1/session", expect=200, bearer=access_token)
+        return self._authed("GET", "/agent-auth/v1/session", expect=200)
 
     def revoke(self, *, with_bearer: bool = True) -> dict:
         """Log out: the SDK sends the refresh token in the body, and the access token when it has one."""
@@ -300,12 +460,8 @@ class ReferenceAgentClient:
             body["limit"] = limit
         if run_id is not None:
             body["run_id"] = run_id
-        result = self._call(
-            "POST",
-            f"/agent-api/v1/workspaces/{route}/knowledge/search",
-            expect=200,
-            json=body,
-            bearer=self.access_token,
+        result = self._authed(
+            "POST", f"/agent-api/v1/workspaces/{route}/knowledge/search", expect=200, json=body
         )
         if result.get("schema_version") != "bailing.agent-knowledge-search.v1":
             raise AssertionError("unknown knowledge search schema")  # never pretend success
@@ -325,12 +481,8 @@ class ReferenceAgentClient:
             for key, value in (("run_id", run_id), ("cursor", cursor), ("max_bytes", max_bytes)):
                 if value is not None:
                     body[key] = value
-            page = self._call(
-                "POST",
-                f"/agent-api/v1/workspaces/{route}/knowledge/read",
-                expect=200,
-                json=body,
-                bearer=self.access_token,
+            page = self._authed(
+                "POST", f"/agent-api/v1/workspaces/{route}/knowledge/read", expect=200, json=body
             )
             if page.get("schema_version") != "bailing.agent-knowledge-read.v1":
                 raise AssertionError("unknown knowledge read schema")
@@ -344,9 +496,7 @@ class ReferenceAgentClient:
     # approval, or when the outcome was not learnt) instead of sending a replacement write.
 
     def capability_revision(self, route: str) -> str:
-        profile = self._call(
-            "GET", f"/agent-api/v1/workspaces/{route}/bootstrap", expect=200, bearer=self.access_token
-        )
+        profile = self._authed("GET", f"/agent-api/v1/workspaces/{route}/bootstrap", expect=200)
         return profile["capabilities"]["revision"]
 
     def invoke(
@@ -371,40 +521,26 @@ class ReferenceAgentClient:
         if run_id is not None:
             body["agent_run_id"] = run_id
         return self._invocation_result(
-            self._call(
-                "POST", "/agent-api/v1/tool-invocations", expect=200, json=body, bearer=self.access_token
-            )
+            self._authed("POST", "/agent-api/v1/tool-invocations", expect=200, json=body)
         )
 
     def resume(self, invocation_id: str) -> dict:
         return self._invocation_result(
-            self._call(
-                "POST",
-                f"/agent-api/v1/tool-invocations/{invocation_id}/resume",
-                expect=200,
-                json={},
-                bearer=self.access_token,
+            self._authed(
+                "POST", f"/agent-api/v1/tool-invocations/{invocation_id}/resume", expect=200, json={}
             )
         )
 
     def receipt(self, invocation_id: str) -> dict:
         """The read-only receipt; refuses a hub that does not advertise the inspection contract."""
-        capabilities = self._call(
-            "GET",
-            "/agent-api/v1/tool-invocations/inspection-capabilities",
-            expect=200,
-            bearer=self.access_token,
+        capabilities = self._authed(
+            "GET", "/agent-api/v1/tool-invocations/inspection-capabilities", expect=200
         )
         if capabilities.get(
             "receipt_schema"
         ) != "bailing.agent-invocation-receipt.v1" or not capabilities.get("read_only"):
             raise AssertionError("the hub does not offer read-only invocation receipts")
-        receipt = self._call(
-            "GET",
-            f"/agent-api/v1/tool-invocations/{invocation_id}/receipt",
-            expect=200,
-            bearer=self.access_token,
-        )
+        receipt = self._authed("GET", f"/agent-api/v1/tool-invocations/{invocation_id}/receipt", expect=200)
         if receipt.get("schema_version") != "bailing.agent-invocation-receipt.v1":
             raise AssertionError("unknown receipt schema")
         return receipt
@@ -429,25 +565,30 @@ class ReferenceAgentClient:
 
 
 def _print_json(label: str, value: Any) -> None:
-    import json
-
     print(f"--- {label}")
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``login``: sign in through the browser, then show the workspaces and the bootstrap profile.
-    ``knowledge``: with tokens saved by ``login --save``, search a workspace's knowledge and read the
-    best hit. ``invoke`` / ``resume`` / ``receipt``: call a workspace tool through the hub's governed
-    path, continue it after an approval, read its receipt. ``mcp-check``: sign in to a workspace's MCP
-    endpoint knowing only its URL (standard OAuth) and try its knowledge tools."""
-    import argparse
-    import json
-    import os
-    import webbrowser
+# Exit statuses of the command line: 0 done, 1 the hub refused or could not be reached, 2 bad usage
+# or an unreadable token file, 3 the saved session has ended (sign in again).
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_SIGN_IN_AGAIN = 3
 
-    parser = argparse.ArgumentParser(prog="python -m agent_client", description=main.__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+PROG = "python -m agent_client"
+
+
+def build_parser():
+    """The command line's argument parser (every argument described: tests/test_help_texts.py)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=main.__doc__,
+        epilog="Exit status: 0 done, 1 the hub refused the request or could not be reached, 2 bad usage "
+        "or an unreadable token file, 3 the saved session has ended (sign in again with login --save).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do")
     login = sub.add_parser("login", help="sign an agent in through the browser")
     login.add_argument("--hub", required=True, help="hub base URL, e.g. http://127.0.0.1:8000")
     login.add_argument("--client", required=True, help="client app_id, e.g. demo-agent")
@@ -456,20 +597,21 @@ def main(argv: list[str] | None = None) -> int:
     login.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the browser")
     login.add_argument("--no-browser", action="store_true", help="print the URL instead of opening it")
     login.add_argument("--save", metavar="FILE", help="write the tokens to FILE (mode 0600)")
+    tokens_help = "tokens saved by login --save (rewritten when the access token is refreshed)"
     invoke = sub.add_parser("invoke", help="call a workspace tool through the hub (governed)")
-    invoke.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    invoke.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
     invoke.add_argument("--workspace", required=True, help="workspace (route key)")
     invoke.add_argument("--id", metavar="HEX64", help="invocation id (default: a new random one)")
     invoke.add_argument("tool", help="tool name, e.g. list_orders")
     invoke.add_argument("arguments", nargs="?", default="{}", help="arguments as a JSON object")
     resume = sub.add_parser("resume", help="resume an invocation (after an approval)")
-    resume.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    resume.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
     resume.add_argument("invocation_id", help="the invocation id printed by invoke")
     receipt = sub.add_parser("receipt", help="read an invocation's receipt (read-only)")
-    receipt.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    receipt.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
     receipt.add_argument("invocation_id", help="the invocation id printed by invoke")
     knowledge = sub.add_parser("knowledge", help="search a workspace's knowledge and read the best hit")
-    knowledge.add_argument("--tokens", required=True, metavar="FILE", help="tokens saved by login --save")
+    knowledge.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
     knowledge.add_argument("--workspace", required=True, help="workspace (route key)")
     knowledge.add_argument("query", help="what to search for")
     check = sub.add_parser(
@@ -481,15 +623,30 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--query", default="How long does a refund take?", help="what to ask the knowledge")
     check.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the browser")
     check.add_argument("--no-browser", action="store_true", help="print the URL instead of opening it")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``login``: sign in through the browser, then show the workspaces and the bootstrap profile.
+    ``knowledge``: with tokens saved by ``login --save``, search a workspace's knowledge and read the
+    best hit. ``invoke`` / ``resume`` / ``receipt``: call a workspace tool through the hub's governed
+    path, continue it after an approval, read its receipt. ``mcp-check``: sign in to a workspace's MCP
+    endpoint knowing only its URL (standard OAuth) and try its knowledge tools. Commands that use saved
+    tokens refresh an expired access token themselves and save the rotated pair."""
+    args = build_parser().parse_args(argv)
     if args.command == "mcp-check":
         from agent_client.mcp_check import run
 
         return run(args)
     if args.command == "knowledge":
-        return _knowledge_command(args)
+        return _with_saved_session(args, _knowledge_command)
     if args.command in ("invoke", "resume", "receipt"):
-        return _invocation_command(args)
+        return _with_saved_session(args, _invocation_command)
+    return _login_command(args)
+
+
+def _login_command(args: Any) -> int:
+    import webbrowser
 
     agent = ReferenceAgentClient(args.hub, args.client, [args.workspace], device_label=args.device)
     try:
@@ -507,25 +664,61 @@ def main(argv: list[str] | None = None) -> int:
         profile = agent.http.get(f"/agent-api/v1/workspaces/{args.workspace}/bootstrap", headers=headers)
         _print_json(f"GET /agent-api/v1/workspaces/{args.workspace}/bootstrap", profile.json())
         if args.save:
-            fd = os.open(args.save, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                json.dump({"hub": args.hub, "client_app_id": args.client, **tokens}, handle)
+            write_token_file(args.save, {"hub": args.hub, "client_app_id": args.client, **tokens})
             print(f"Tokens written to {args.save} (mode 0600).")
     except (AgentAuthError, AuthorizationDenied, TimeoutError) as exc:
         print(f"sign-in failed: {exc}")
-        return 1
+        return EXIT_FAILED
+    except httpx.TransportError as exc:
+        print(f"sign-in failed: cannot reach the hub at {args.hub} ({type(exc).__name__})")
+        return EXIT_FAILED
     finally:
         agent.close()
     return 0
 
 
-def _knowledge_command(args: Any) -> int:
-    import json
+def sign_in_again_message(reason: str, path: str, hub: str | None = None, client: str | None = None) -> str:
+    """One line telling the user the saved session has ended and how to start a new one."""
+    why = {
+        "invalid_grant": "the hub refused its refresh token (session revoked, expired or replayed)",
+        "unauthorized": "the hub refused even a freshly refreshed access token",
+        "no_refresh_token": "the access token was refused and the file holds no refresh token",
+    }.get(reason, reason)
+    login = f"{PROG} login --hub {hub or 'URL'} --client {client or 'APP_ID'} --workspace ROUTE --save {path}"
+    return f"agent_client: the saved session in {path} has ended: {why}. Sign in again: {login}"
 
-    with open(args.tokens, encoding="utf-8") as handle:
-        saved = json.load(handle)
-    agent = ReferenceAgentClient(saved["hub"], saved["client_app_id"], [args.workspace])
-    agent.access_token = saved["access_token"]
+
+def _with_saved_session(args: Any, command) -> int:
+    """Run ``command(args, agent)`` with the session saved in ``args.tokens``; a session that has
+    ended, an unreadable file or an unreachable hub is one clear line on stderr, never a traceback."""
+    import sys
+
+    token_file = TokenFile(args.tokens)
+    try:
+        agent = ReferenceAgentClient.from_token_file(
+            token_file, [args.workspace] if getattr(args, "workspace", None) else []
+        )
+    except TokenFileError as exc:
+        print(f"agent_client: {exc}; sign in with: {PROG} login ... --save {args.tokens}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return command(args, agent)
+    except SessionGone as exc:
+        print(
+            sign_in_again_message(exc.reason, args.tokens, agent.base_url, agent.client_app_id),
+            file=sys.stderr,
+        )
+        return EXIT_SIGN_IN_AGAIN
+    except httpx.TransportError as exc:
+        print(
+            f"agent_client: cannot reach the hub at {agent.base_url} ({type(exc).__name__})", file=sys.stderr
+        )
+        return EXIT_FAILED
+    finally:
+        agent.close()
+
+
+def _knowledge_command(args: Any, agent: ReferenceAgentClient) -> int:
     try:
         result = agent.knowledge_search(args.workspace, args.query)
         _print_json("POST knowledge/search", result)
@@ -540,39 +733,52 @@ def _knowledge_command(args: Any) -> int:
             print(text)
     except AgentAuthError as exc:
         print(f"knowledge request failed: {exc}")
-        return 1
-    finally:
-        agent.close()
+        return EXIT_FAILED
     return 0
 
 
-def _invocation_command(args: Any) -> int:
-    import json
+def _invocation_command(args: Any, agent: ReferenceAgentClient) -> int:
+    import sys
 
-    with open(args.tokens, encoding="utf-8") as handle:
-        saved = json.load(handle)
-    agent = ReferenceAgentClient(saved["hub"], saved["client_app_id"], [])
-    agent.access_token = saved["access_token"]
     try:
         if args.command == "invoke":
-            arguments = json.loads(args.arguments)
+            try:
+                arguments = json.loads(args.arguments)
+            except ValueError:
+                arguments = None
             if not isinstance(arguments, dict):
                 print("arguments must be a JSON object")
-                return 2
-            result = agent.invoke(args.workspace, args.tool, arguments, invocation_id=args.id)
+                return EXIT_USAGE
+            revision = agent.capability_revision(args.workspace)
+            invocation_id = args.id or secrets.token_hex(32)
+            try:
+                result = agent.invoke(
+                    args.workspace,
+                    args.tool,
+                    arguments,
+                    capability_revision=revision,
+                    invocation_id=invocation_id,
+                )
+            except httpx.TransportError as exc:
+                # The call may have run: never send it again as a new call; resume this id instead.
+                print(
+                    f"agent_client: no answer from the hub ({type(exc).__name__}); the outcome of invocation "
+                    f"{invocation_id} is unknown. Continue it with: {PROG} resume --tokens {args.tokens} "
+                    f"{invocation_id}",
+                    file=sys.stderr,
+                )
+                return EXIT_FAILED
             _print_json(f"POST /agent-api/v1/tool-invocations ({args.tool})", result)
             if result["state"] in ("awaiting_approval", "reconciliation_required", "in_progress"):
                 invocation = result["invocation_id"]
-                print(f"Resume later with: python -m agent_client resume --tokens FILE {invocation}")
+                print(f"Resume later with: {PROG} resume --tokens FILE {invocation}")
         elif args.command == "resume":
             _print_json("POST …/resume", agent.resume(args.invocation_id))
         else:
             _print_json("GET …/receipt", agent.receipt(args.invocation_id))
-    except (AgentAuthError, ValueError) as exc:
+    except AgentAuthError as exc:
         print(f"invocation request failed: {exc}")
-        return 1
-    finally:
-        agent.close()
+        return EXIT_FAILED
     return 0
 
 

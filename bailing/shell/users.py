@@ -1,8 +1,13 @@
-"""Console users and their roles: create, set roles, reset a password, deactivate.
+"""Console users and their roles: create, set roles, reset a password, deactivate, reactivate.
 
 The one place that changes console users, shared by the console's *Users* page and
 ``manage.py bailing_user``; every change is audited (``console.user.*``, target ``user``). Roles are
 the groups of ``bailing.roles``; a password is never recorded anywhere but as Django's hash.
+
+The hub always keeps someone who can manage it: taking the administrator role from, or deactivating,
+the last active administrator is refused (``last_administrator``), and nobody deactivates themselves
+(``self_deactivation``). Changes that could remove an administrator lock the administrator group's
+row first, so two administrators demoting each other at once cannot both succeed.
 """
 
 from __future__ import annotations
@@ -14,22 +19,31 @@ from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from bailing.roles import ROLE_PERMISSIONS, roles_sync
+from bailing.roles import ADMINISTRATOR, ROLE_PERMISSIONS, roles_sync
 
 ROLES = tuple(ROLE_PERMISSIONS)
 GENERATED_PASSWORD_BYTES = 18
 
 
-class UserError(Exception):
-    """A refused change: ``field`` names the input at fault, ``message`` is fixed text."""
+# Stable codes of refused changes (the console shows them, the command prints them first).
+USER_INVALID = "user_invalid"
+LAST_ADMINISTRATOR = "last_administrator"
+SELF_DEACTIVATION = "self_deactivation"
 
-    def __init__(self, field: str, message: str):
+
+class UserError(Exception):
+    """A refused change: ``field`` names the input at fault, ``message`` is fixed text, ``code`` is
+    stable (``user_invalid`` for bad input, ``last_administrator``, ``self_deactivation``)."""
+
+    def __init__(self, field: str, message: str, code: str = USER_INVALID):
         super().__init__(message)
         self.field = field
         self.message = message
+        self.code = code
 
 
 def password_generate() -> str:
@@ -59,6 +73,37 @@ def _groups(roles: list[str]):
 
 def user_roles(user) -> list[str]:
     return sorted(name for name in user.groups.values_list("name", flat=True) if name in ROLES)
+
+
+def is_administrator(user) -> bool:
+    """Active and able to manage the hub: the administrator role (or a Django superuser, who passes
+    every permission check)."""
+    return user.is_active and (user.is_superuser or ADMINISTRATOR in user_roles(user))
+
+
+def _keep_an_administrator(user, *, field: str, lock: bool = True) -> None:
+    """Refuse (``last_administrator``) when ``user`` is the only active administrator left. Call
+    inside the transaction that removes them; the administrator group's row lock serialises every
+    such change (``lock=False``: a read-only look, for a page that warns before anyone confirms)."""
+    if not is_administrator(user):
+        return
+    if lock:
+        _groups([ADMINISTRATOR])  # the group exists, so there is a row to lock
+        Group.objects.select_for_update().filter(name=ADMINISTRATOR).first()
+    others = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .exclude(pk=user.pk)
+        .filter(Q(is_superuser=True) | Q(groups__name=ADMINISTRATOR))
+        .exists()
+    )
+    if not others:
+        raise UserError(
+            field,
+            f"{user.get_username()} is the last active administrator; make someone else an "
+            "administrator first",
+            code=LAST_ADMINISTRATOR,
+        )
 
 
 def user_create(*, username: str, roles, password: str, actor: Actor):
@@ -96,6 +141,8 @@ def user_set_roles(*, user, roles, actor: Actor) -> bool:
         before = user_roles(user)
         if before == roles:
             return False
+        if ADMINISTRATOR in before and ADMINISTRATOR not in roles:
+            _keep_an_administrator(user, field="roles")
         others = [g for g in user.groups.all() if g.name not in ROLES]
         user.groups.set(others + _groups(roles))
         audit_record(
@@ -122,15 +169,50 @@ def user_set_password(*, user, password: str, actor: Actor, generated: bool) -> 
         )
 
 
-def user_deactivate(*, user, actor: Actor) -> bool:
+def _not_yourself(user, acting_user) -> None:
+    if acting_user is not None and acting_user.pk == user.pk:
+        raise UserError("username", "you cannot deactivate yourself", code=SELF_DEACTIVATION)
+
+
+def user_deactivation_refusal(*, user, acting_user=None) -> UserError | None:
+    """Why :func:`user_deactivate` would refuse now (read-only, no lock), or None."""
+    try:
+        _not_yourself(user, acting_user)
+        _keep_an_administrator(user, field="username", lock=False)
+    except UserError as exc:
+        return exc
+    return None
+
+
+def user_deactivate(*, user, actor: Actor, acting_user=None) -> bool:
     """The user can no longer sign in (their console sessions end on the next request, since Django
-    refuses inactive users). False when already inactive."""
+    refuses inactive users). False when already inactive. Refused for ``acting_user`` themselves
+    (``self_deactivation``) and for the last active administrator (``last_administrator``)."""
+    _not_yourself(user, acting_user)
     with transaction.atomic():
-        if not user.is_active:
+        locked = get_user_model().objects.select_for_update().get(pk=user.pk)
+        if not locked.is_active:
+            user.is_active = False
             return False
-        user.is_active = False
-        user.save(update_fields=["is_active"])
+        _keep_an_administrator(locked, field="username")
+        locked.is_active = user.is_active = False
+        locked.save(update_fields=["is_active"])
         audit_record(
             action="console.user.deactivated", actor=actor, target_type="user", target_id=user.get_username()
+        )
+    return True
+
+
+def user_reactivate(*, user, actor: Actor) -> bool:
+    """The user may sign in again, with the roles and password they had. False when already active."""
+    with transaction.atomic():
+        locked = get_user_model().objects.select_for_update().get(pk=user.pk)
+        if locked.is_active:
+            user.is_active = True
+            return False
+        locked.is_active = user.is_active = True
+        locked.save(update_fields=["is_active"])
+        audit_record(
+            action="console.user.reactivated", actor=actor, target_type="user", target_id=user.get_username()
         )
     return True

@@ -4,6 +4,10 @@
     bailing_user set-roles USERNAME [--role ...]          (no --role: no roles)
     bailing_user reset-password USERNAME [--password-stdin]
     bailing_user deactivate USERNAME
+    bailing_user reactivate USERNAME
+
+The last active administrator keeps the role and stays active (``last_administrator``): make someone
+else an administrator first. A refusal exits non-zero with its stable code first on the line.
 
 A password is never an argument (it would land in the shell history and the process list): with
 ``--password-stdin`` it is read from standard input (first line), otherwise one is generated and
@@ -24,6 +28,7 @@ from bailing.shell.users import (
     password_generate,
     user_create,
     user_deactivate,
+    user_reactivate,
     user_roles,
     user_set_password,
     user_set_roles,
@@ -33,15 +38,33 @@ ACTOR = Actor.system("bailing_user")
 
 
 class Command(BaseCommand):
-    help = "Create console users, set their roles, reset passwords, deactivate (passwords never on argv)."
+    help = (
+        "Create console users, set their roles, reset passwords, deactivate and reactivate them "
+        "(passwords never on argv)."
+    )
+
+    ACTIONS = {
+        "create": "create a user (password from --password-stdin, or generated and printed once)",
+        "set-roles": "give a user exactly the --role options given (none: no roles)",
+        "reset-password": "set a new password (from --password-stdin, or generated and printed once)",
+        "deactivate": "stop a user from signing in (never the last active administrator)",
+        "reactivate": "let a deactivated user sign in again (same roles, same password)",
+    }
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="action", required=True)
-        for name in ("create", "set-roles", "reset-password", "deactivate"):
-            command = sub.add_parser(name)
-            command.add_argument("username")
+        sub = parser.add_subparsers(dest="action", required=True, help="what to do")
+        for name, summary in self.ACTIONS.items():
+            command = sub.add_parser(name, help=summary, description=summary)
+            command.add_argument("username", help="the console user's username")
             if name in ("create", "set-roles"):
-                command.add_argument("--role", action="append", default=[], choices=ROLES, dest="roles")
+                command.add_argument(
+                    "--role",
+                    action="append",
+                    default=[],
+                    choices=ROLES,
+                    dest="roles",
+                    help=f"a role to hold ({', '.join(ROLES)}); repeat for several",
+                )
             if name in ("create", "reset-password"):
                 command.add_argument(
                     "--password-stdin", action="store_true", help="read the password from standard input"
@@ -84,9 +107,13 @@ class Command(BaseCommand):
                 self.stderr.write(f"password of {user.username} set")
                 if generated:
                     self.stdout.write(password)
-            else:
+            elif action == "deactivate":
                 user = self._user(username)
                 changed = user_deactivate(user=user, actor=ACTOR)
                 self.stderr.write(f"{user.username} deactivated" + ("" if changed else " (already)"))
+            else:
+                user = self._user(username)
+                changed = user_reactivate(user=user, actor=ACTOR)
+                self.stderr.write(f"{user.username} reactivated" + ("" if changed else " (already active)"))
         except UserError as exc:
-            raise CommandError(f"{exc.field}: {exc.message}") from None
+            raise CommandError(f"{exc.code} ({exc.field}): {exc.message}") from None

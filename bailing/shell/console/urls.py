@@ -22,6 +22,7 @@ urlpatterns = [
     path("users/<segment:username>/", users.UserDetailView.as_view(), name="user_detail"),
     path("users/<segment:username>/password/", users.UserPasswordView.as_view(), name="user_password"),
     path("users/<segment:username>/deactivate/", users.UserDeactivateView.as_view(), name="user_deactivate"),
+    path("users/<segment:username>/reactivate/", users.UserReactivateView.as_view(), name="user_reactivate"),
     *agent_runtime_urls.urlpatterns,
     *knowledge_urls.urlpatterns,
     *approvals_urls.urlpatterns,

@@ -1,4 +1,5 @@
-"""Console users (administrators only): list, create, set roles, reset a password, deactivate.
+"""Console users (administrators only): list, create, set roles, reset a password, deactivate and
+reactivate (each with a confirmation page).
 
 Every change goes through ``bailing.shell.users`` (shared with ``manage.py bailing_user``), which
 audits it. A generated password is shown once, in the response to the POST that set it (no-store),
@@ -22,6 +23,8 @@ from bailing.shell.users import (
     password_generate,
     user_create,
     user_deactivate,
+    user_deactivation_refusal,
+    user_reactivate,
     user_roles,
     user_set_password,
     user_set_roles,
@@ -29,7 +32,7 @@ from bailing.shell.users import (
 from bailing.ui import tables
 from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.mixins import ConsoleView
-from bailing.ui.pages import PAGE_SIZE
+from bailing.ui.pages import PAGE_SIZE, error_page
 
 PERMISSION = "auth.change_user"
 ROLE_CHOICES = [(role, role) for role in ROLES]
@@ -123,7 +126,7 @@ class UserDetailView(ConsoleView, View):
     permission_required = PERMISSION
     http_method_names = ["get", "post"]
 
-    def _render(self, request, subject, roles_form, password_form, status=200):
+    def _render(self, request, subject, roles_form, password_form, status=200, error_code=""):
         return render(
             request,
             "console/user_detail.html",
@@ -132,6 +135,7 @@ class UserDetailView(ConsoleView, View):
                 "roles": user_roles(subject),
                 "roles_form": roles_form,
                 "password_form": password_form,
+                "error_code": error_code,
             },
             status=status,
         )
@@ -147,9 +151,16 @@ class UserDetailView(ConsoleView, View):
         form = UserRolesForm(request.POST)
         if not form.is_valid():
             return self._render(request, subject, form, PasswordForm(), status=400)
-        changed = user_set_roles(
-            user=subject, roles=form.cleaned_data["roles"], actor=Actor.user(request.user)
-        )
+        try:
+            changed = user_set_roles(
+                user=subject, roles=form.cleaned_data["roles"], actor=Actor.user(request.user)
+            )
+        except UserError as exc:
+            # Show the roles as they still are (nothing changed), with the reason beside them.
+            current = UserRolesForm({"roles": user_roles(subject)})
+            current.is_valid()
+            current.add_error("roles", exc.message)
+            return self._render(request, subject, current, PasswordForm(), status=409, error_code=exc.code)
         if changed:
             messages.success(
                 request, f"Roles of {subject.username} set: {', '.join(user_roles(subject)) or 'none'}."
@@ -186,6 +197,17 @@ class UserPasswordView(ConsoleView, View):
         return redirect("console:user_detail", username=subject.username)
 
 
+def _refused(request, exc: UserError):
+    """A refused deactivation: 409 with the service's stable code, nothing changed."""
+    return error_page(
+        request,
+        status=409,
+        title="Not deactivated",
+        detail=f"{exc.message[:1].upper()}{exc.message[1:]}. Nothing was changed.",
+        code=exc.code,
+    )
+
+
 class UserDeactivateView(ConsoleView, View):
     permission_required = PERMISSION
     http_method_names = ["get", "post"]
@@ -196,6 +218,9 @@ class UserDeactivateView(ConsoleView, View):
         if not subject.is_active:
             messages.info(request, f"User {subject.username} is already deactivated; nothing to do.")
             return redirect(detail_url)
+        refusal = user_deactivation_refusal(user=subject, acting_user=request.user)
+        if refusal is not None:
+            return _refused(request, refusal)
         return confirm_page(
             request,
             Confirmation(
@@ -208,7 +233,7 @@ class UserDeactivateView(ConsoleView, View):
                     "theirs is signed out on its next request.",
                     "Their audit history, decisions and agent sessions stay as they are (revoke sessions "
                     "on their own pages).",
-                    "The deactivation is audited.",
+                    "An administrator can reactivate them later; the deactivation is audited.",
                 ],
                 facts=[("Username", subject.username), ("Roles", ", ".join(user_roles(subject)) or "none")],
                 crumbs=[("Users", reverse("console:user_list")), (subject.username, detail_url)],
@@ -219,10 +244,55 @@ class UserDeactivateView(ConsoleView, View):
         subject = _user_or_404(username)
         if not is_confirmed(request):
             return not_confirmed(request)
-        if subject.pk == request.user.pk:
-            messages.error(request, "You cannot deactivate yourself. Nothing changed.")
-        elif user_deactivate(user=subject, actor=Actor.user(request.user)):
+        try:
+            changed = user_deactivate(user=subject, actor=Actor.user(request.user), acting_user=request.user)
+        except UserError as exc:
+            return _refused(request, exc)
+        if changed:
             messages.success(request, f"User {subject.username} deactivated.")
         else:
             messages.info(request, f"User {subject.username} was already deactivated.")
+        return redirect("console:user_detail", username=subject.username)
+
+
+class UserReactivateView(ConsoleView, View):
+    """Let a deactivated user sign in again (same roles, same password), after a confirmation."""
+
+    permission_required = PERMISSION
+    http_method_names = ["get", "post"]
+
+    def get(self, request, username):
+        subject = _user_or_404(username)
+        detail_url = reverse("console:user_detail", args=[subject.username])
+        if subject.is_active:
+            messages.info(request, f"User {subject.username} is active; nothing to do.")
+            return redirect(detail_url)
+        roles = ", ".join(user_roles(subject)) or "none"
+        return confirm_page(
+            request,
+            Confirmation(
+                title=f"Reactivate user {subject.username}?",
+                action_url=reverse("console:user_reactivate", args=[subject.username]),
+                cancel_url=detail_url,
+                button="Reactivate user",
+                consequences=[
+                    f"{subject.username} can sign in to the console again, with their current password.",
+                    f"They get back exactly the roles they still hold: {roles}.",
+                    "If the account was deactivated because its password may be known to others, reset "
+                    "the password right after.",
+                    "The reactivation is audited.",
+                ],
+                facts=[("Username", subject.username), ("Roles", roles)],
+                crumbs=[("Users", reverse("console:user_list")), (subject.username, detail_url)],
+            ),
+        )
+
+    def post(self, request, username):
+        subject = _user_or_404(username)
+        if not is_confirmed(request):
+            return not_confirmed(request)
+        if user_reactivate(user=subject, actor=Actor.user(request.user)):
+            messages.success(request, f"User {subject.username} reactivated.")
+        else:
+            messages.info(request, f"User {subject.username} was already active.")
         return redirect("console:user_detail", username=subject.username)

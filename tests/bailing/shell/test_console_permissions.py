@@ -300,6 +300,7 @@ PAGE_PERMISSIONS = {
     "user_detail": ("auth.change_user",),
     "user_password": ("auth.change_user",),
     "user_deactivate": ("auth.change_user",),
+    "user_reactivate": ("auth.change_user",),
 }
 
 

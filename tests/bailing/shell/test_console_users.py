@@ -1,5 +1,6 @@
 """Console users (administrators only) and ``manage.py bailing_user``: create, set roles, reset a
-password (generated and shown once, or set), deactivate with a confirmation; every change audited."""
+password (generated and shown once, or set), deactivate and reactivate with a confirmation; every
+change audited; the last active administrator can be neither demoted nor deactivated."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from django.core.management import CommandError, call_command
 from django.test import Client as HttpClient
 from django.urls import reverse
 
+from bailing.audit.actor import Actor
 from bailing.models import AuditEvent
-from bailing.shell.users import user_roles
+from bailing.shell.users import (
+    LAST_ADMINISTRATOR,
+    SELF_DEACTIVATION,
+    UserError,
+    user_deactivate,
+    user_deactivation_refusal,
+    user_reactivate,
+    user_roles,
+    user_set_roles,
+)
 from tests.factories import UserFactory
 from tests.support.console import PASSWORD, signed_in
 
@@ -155,10 +166,143 @@ def test_deactivate_asks_first_then_signs_the_user_out(admin_http, subject):
 
 @pytest.mark.django_db
 def test_an_administrator_cannot_deactivate_themselves(admin_http, administrator):
+    UserFactory(username="other-admin", roles=["administrator"])  # not the last one: still refused
     url = _urls(administrator.username)["deactivate"]
-    admin_http.post(url, {"confirm": "yes"})
+    page = admin_http.get(url)
+    assert page.status_code == 409 and page.context["code"] == SELF_DEACTIVATION
+    assert "console/confirm.html" not in [t.name for t in page.templates]
+    before = AuditEvent.objects.count()
+    response = admin_http.post(url, {"confirm": "yes"})
+    assert response.status_code == 409 and response.context["code"] == SELF_DEACTIVATION
     administrator.refresh_from_db()
     assert administrator.is_active
+    assert AuditEvent.objects.count() == before
+
+
+# --- the last administrator, reactivation (service) ------------------------------------------------------
+
+ACTOR = Actor.system("tests")
+
+
+@pytest.mark.django_db
+def test_service_keeps_the_last_active_administrator(console_roles):
+    ada = UserFactory(username="ada", roles=["administrator", "approver"])
+    bob = UserFactory(username="bob", roles=["auditor"])
+    before = AuditEvent.objects.count()
+    with pytest.raises(UserError) as demoted:
+        user_set_roles(user=ada, roles=["approver"], actor=ACTOR)
+    assert (demoted.value.code, demoted.value.field) == (LAST_ADMINISTRATOR, "roles")
+    with pytest.raises(UserError) as deactivated:
+        user_deactivate(user=ada, actor=ACTOR)
+    assert deactivated.value.code == LAST_ADMINISTRATOR
+    assert user_deactivation_refusal(user=ada).code == LAST_ADMINISTRATOR
+    ada.refresh_from_db()
+    assert ada.is_active and user_roles(ada) == ["administrator", "approver"]
+    assert AuditEvent.objects.count() == before
+    # Other changes to the last administrator, and any change to others, are fine.
+    assert user_set_roles(user=ada, roles=["administrator"], actor=ACTOR)
+    assert user_deactivate(user=bob, actor=ACTOR)
+    # An inactive administrator does not count: bob made administrator while inactive is no rescue.
+    user_set_roles(user=bob, roles=["administrator"], actor=ACTOR)
+    with pytest.raises(UserError) as still_last:
+        user_deactivate(user=ada, actor=ACTOR)
+    assert still_last.value.code == LAST_ADMINISTRATOR
+    # Once another administrator is active, the first may step down.
+    assert user_reactivate(user=bob, actor=ACTOR)
+    assert user_set_roles(user=ada, roles=[], actor=ACTOR)
+    with pytest.raises(UserError) as now_bob:
+        user_set_roles(user=bob, roles=["auditor"], actor=ACTOR)
+    assert now_bob.value.code == LAST_ADMINISTRATOR
+
+
+@pytest.mark.django_db
+def test_service_refuses_self_deactivation_and_reactivates_once(console_roles):
+    ada = UserFactory(username="ada", roles=["administrator"])
+    bob = UserFactory(username="bob", roles=["administrator"])
+    with pytest.raises(UserError) as itself:
+        user_deactivate(user=bob, actor=Actor.user(bob), acting_user=bob)
+    assert itself.value.code == SELF_DEACTIVATION
+    assert user_deactivation_refusal(user=bob, acting_user=bob).code == SELF_DEACTIVATION
+    assert user_deactivation_refusal(user=bob, acting_user=ada) is None
+    assert user_deactivate(user=bob, actor=Actor.user(ada), acting_user=ada)
+    assert not bob.is_active
+    assert user_reactivate(user=bob, actor=Actor.user(ada))
+    assert not user_reactivate(user=bob, actor=Actor.user(ada))  # already active: nothing audited
+    bob.refresh_from_db()
+    assert bob.is_active and user_roles(bob) == ["administrator"]
+    assert HttpClient().login(username="bob", password=PASSWORD)
+    events = AuditEvent.objects.filter(target_id="bob").order_by("id")
+    assert [(e.action, e.actor) for e in events] == [
+        ("console.user.deactivated", "ada"),
+        ("console.user.reactivated", "ada"),
+    ]
+
+
+# --- the last administrator, reactivation (console) ------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_console_refuses_to_demote_the_last_administrator(admin_http, administrator):
+    response = admin_http.post(_urls(administrator.username)["detail"], {"roles": ["approver"]})
+    assert response.status_code == 409
+    assert response.context["error_code"] == LAST_ADMINISTRATOR
+    assert response.context["roles_form"].errors["roles"]
+    assert f"409 · {LAST_ADMINISTRATOR}" in response.content.decode()
+    assert response.context["roles_form"]["roles"].value() == ["administrator"]  # shown as they are
+    assert user_roles(administrator) == ["administrator"]
+    assert not AuditEvent.objects.filter(action="console.user.roles_set").exists()
+
+
+@pytest.mark.django_db
+def test_console_refuses_to_deactivate_the_last_administrator(console_roles):
+    """Someone who may manage users without being an administrator (the ``auth.change_user``
+    permission given directly) cannot deactivate the only active administrator, neither on the
+    confirmation page nor with a forged POST."""
+    from django.contrib.auth.models import Permission
+
+    ada = UserFactory(username="ada", roles=["administrator"])
+    manager = UserFactory(username="manager", roles=[])
+    manager.user_permissions.add(
+        Permission.objects.get(codename="change_user", content_type__app_label="auth")
+    )
+    browser = signed_in(manager)
+    url = _urls("ada")["deactivate"]
+    page = browser.get(url)
+    assert page.status_code == 409 and page.context["code"] == LAST_ADMINISTRATOR
+    response = browser.post(url, {"confirm": "yes"})
+    assert response.status_code == 409 and response.context["code"] == LAST_ADMINISTRATOR
+    ada.refresh_from_db()
+    assert ada.is_active
+    assert not AuditEvent.objects.filter(action="console.user.deactivated").exists()
+    UserFactory(username="second", roles=["administrator"])
+    assert browser.get(url).status_code == 200  # another active administrator: the page asks
+
+
+@pytest.mark.django_db
+def test_console_reactivate_asks_first_then_lets_the_user_back_in(admin_http, subject):
+    user_deactivate(user=subject, actor=ACTOR)
+    detail = admin_http.get(_urls()["detail"]).content.decode()
+    assert _urls()["deactivate"] not in detail
+    url = reverse("console:user_reactivate", args=["bob"])
+    assert url in detail
+    confirm = admin_http.get(url)
+    assert confirm.status_code == 200 and "no-store" in confirm["Cache-Control"]
+    assert "console/confirm.html" in [t.name for t in confirm.templates]
+    assert 'name="confirm" value="yes"' in confirm.content.decode()
+    refused = admin_http.post(url, {"confirm": "no"})
+    assert refused.status_code == 400 and refused.context["code"] == "not_confirmed"
+    subject.refresh_from_db()
+    assert not subject.is_active
+    response = admin_http.post(url, {"confirm": "yes"})
+    assert response.status_code == 302
+    subject.refresh_from_db()
+    assert subject.is_active and user_roles(subject) == ["auditor"]
+    assert HttpClient().login(username="bob", password=PASSWORD)
+    event = AuditEvent.objects.get(action="console.user.reactivated", target_id="bob")
+    assert event.actor == "ada"
+    # Active again: the reactivate page has nothing to do and sends back to the user.
+    assert admin_http.get(url).status_code == 302
+    assert _urls()["deactivate"] in admin_http.get(_urls()["detail"]).content.decode()
 
 
 # --- manage.py bailing_user -------------------------------------------------------------------------------
@@ -186,6 +330,7 @@ def test_command_create_with_generated_password(console_roles, monkeypatch):
 
 @pytest.mark.django_db
 def test_command_password_from_stdin_set_roles_reset_deactivate(console_roles, monkeypatch):
+    UserFactory(username="keeper", roles=["administrator"])  # gina is not the last administrator
     out, _ = _run("create", "gina", "--password-stdin", stdin=NEW_PASSWORD + "\n", monkeypatch=monkeypatch)
     assert out == ""
     gina = User.objects.get(username="gina")
@@ -224,6 +369,27 @@ def test_command_refusals(console_roles, monkeypatch):
     assert not User.objects.filter(username="hank").exists()
 
 
+@pytest.mark.django_db
+def test_command_keeps_the_last_administrator_and_reactivates(console_roles):
+    ada = UserFactory(username="ada", roles=["administrator"])
+    with pytest.raises(CommandError, match=rf"^{LAST_ADMINISTRATOR} "):
+        _run("deactivate", "ada")
+    with pytest.raises(CommandError, match=rf"^{LAST_ADMINISTRATOR} "):
+        _run("set-roles", "ada", "--role", "auditor")
+    ada.refresh_from_db()
+    assert ada.is_active and user_roles(ada) == ["administrator"]
+    UserFactory(username="ben", roles=["auditor"])
+    _, err = _run("deactivate", "ben")
+    assert "ben deactivated" in err
+    _, err = _run("reactivate", "ben")
+    assert "ben reactivated" in err and User.objects.get(username="ben").is_active
+    _, err = _run("reactivate", "ben")
+    assert "already active" in err
+    assert AuditEvent.objects.filter(action="console.user.reactivated", target_id="ben").count() == 1
+    with pytest.raises(CommandError, match="no user"):
+        _run("reactivate", "nobody-here")
+
+
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_users_page_in_a_browser(hub_server, administrator, browser_page, screenshot):
@@ -250,3 +416,19 @@ def test_users_page_in_a_browser(hub_server, administrator, browser_page, screen
     page.get_by_role("button", name="Deactivate user").click()
     page.wait_for_url(base + _urls("bob")["detail"])
     assert not User.objects.get(username="bob").is_active
+    screenshot(page, "users-05-deactivated")
+    page.get_by_role("link", name="Reactivate…").click()
+    page.get_by_role("button", name="Reactivate user").wait_for()
+    screenshot(page, "users-06-reactivate-confirm")
+    page.get_by_role("button", name="Reactivate user").click()
+    page.wait_for_url(base + _urls("bob")["detail"])
+    assert User.objects.get(username="bob").is_active
+    assert page.get_by_text("User bob reactivated.").is_visible()
+    # The last administrator cannot take their own role away: the refusal names its code.
+    page.goto(base + _urls(administrator.username)["detail"])
+    page.get_by_role("checkbox", name="administrator", exact=True).uncheck()
+    page.get_by_role("button", name="Set roles").click()
+    assert page.get_by_text("409 · last_administrator").is_visible()
+    assert page.get_by_role("checkbox", name="administrator", exact=True).is_checked()
+    screenshot(page, "users-07-last-administrator")
+    assert user_roles(User.objects.get(username=administrator.username)) == ["administrator"]

@@ -47,12 +47,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.utils import timezone
-from tqdm import tqdm
 
 from agent_runtime.config import FUSION_DEFAULTS, KNOWLEDGE_DEFAULTS
 from bailing.audit.actor import Actor
 from knowledge.config import validate_knowledge_base_config
 from knowledge.lexical import lexical_document, lexical_query
+from knowledge.management.progress import add_progress_argument, progress_bar
 from knowledge.models import Document, KnowledgeBase
 from knowledge.selectors.search import (
     _LEXICAL_SQL,
@@ -145,10 +145,14 @@ class Command(BaseCommand):
             "--ingest", type=int, default=2000, help="chunks ingested for real (the base set)"
         )
         parser.add_argument("--beir", type=Path, default=None, help="BEIR directory for text and queries")
-        parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--seed", type=int, default=7, help="random seed of the synthetic corpus and queries"
+        )
         parser.add_argument("--keep", action="store_true", help="keep the benchmark knowledge bases")
+        add_progress_argument(parser)
 
     def handle(self, *args, **options) -> None:
+        self.progress = options["progress"]
         if not vector_storage_ready():
             raise CommandError("the benchmark needs pgvector (the vector lane is part of what it measures)")
         try:
@@ -202,7 +206,9 @@ class Command(BaseCommand):
         local_provider().load()  # model loading is start-up cost, not throughput
         started = time.perf_counter()
         chunks = 0
-        with tqdm(total=len(paragraphs), desc="ingest (put + index)", unit="chunk", file=self.stderr) as bar:
+        with progress_bar(
+            total=len(paragraphs), desc="ingest (put + index)", unit="chunk", force=self.progress
+        ) as bar:
             for start in range(0, len(documents), INGEST_BATCH):
                 ids = []
                 for number, parts in enumerate(documents[start : start + INGEST_BATCH], start=start):
@@ -262,7 +268,7 @@ class Command(BaseCommand):
         base_words = [text.split() for text in texts]
         vector_index_drop(kb_pk=kb.pk)
         started = time.perf_counter()
-        with tqdm(total=count, desc="bulk load", unit="chunk", file=self.stderr) as bar:
+        with progress_bar(total=count, desc="bulk load", unit="chunk", force=self.progress) as bar:
             for offset in range(0, count, LOAD_BATCH):
                 size = min(LOAD_BATCH, count - offset)
                 chunk_texts: list[str] = []
@@ -393,7 +399,9 @@ class Command(BaseCommand):
             timings = []
             not_ok = 0
             for number, query in enumerate(
-                tqdm(queries[:WARMUP_QUERIES] + queries, desc=f"search {name}", unit="q", file=self.stderr)
+                progress_bar(
+                    queries[:WARMUP_QUERIES] + queries, desc=f"search {name}", unit="q", force=self.progress
+                )
             ):
                 started = time.perf_counter()
                 result = knowledge_search_bases(

@@ -5,7 +5,8 @@
 1. Creates a throwaway knowledge base (local MiniLM provider) through ``knowledge_base_upsert``.
 2. Ingests ``corpus.jsonl`` through the product path: :func:`document_put` (sanitizing, revision)
    then :func:`documents_index` in batches (chunking, BM25 postings, embeddings), with a progress
-   bar. Document ids that are not valid source keys are mapped to a hash-based key.
+   bar (on a terminal, or with ``--progress``). Document ids that are not valid source keys are
+   mapped to a hash-based key.
 3. Runs every query of the split (the queries that appear in ``qrels/<split>.tsv``) through
    :func:`knowledge_search_bases` three times — lexical lane alone, vector lane alone, both fused —
    with :data:`EVAL_CANDIDATES` chunks per lane, no ``min_score``, and the route fusion defaults
@@ -34,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
 
 from agent_runtime.config import FUSION_DEFAULTS
 from bailing.audit.actor import Actor
 from knowledge.config import validate_knowledge_base_config
+from knowledge.management.progress import add_progress_argument, progress_bar
 from knowledge.models import SOURCE_KEY_RE, TITLE_MAX_CHARS, KnowledgeBase
 from knowledge.selectors.search import (
     BM25_B,
@@ -139,11 +140,30 @@ class Command(BaseCommand):
         parser.add_argument("--limit-queries", type=int, default=0, help="evaluate the first N queries only")
         parser.add_argument("--candidates", type=int, default=EVAL_CANDIDATES, help="chunks per lane")
         parser.add_argument(
-            "--fusion-method", choices=("rrf", "normalized"), default=FUSION_DEFAULTS["method"]
+            "--fusion-method",
+            choices=("rrf", "normalized"),
+            default=FUSION_DEFAULTS["method"],
+            help="how the hybrid run fuses the two lanes (default: the route default, %(default)s)",
         )
-        parser.add_argument("--rrf-k", type=int, default=FUSION_DEFAULTS["rrf_k"])
-        parser.add_argument("--lexical-weight", type=float, default=FUSION_DEFAULTS["lexical_weight"])
-        parser.add_argument("--vector-weight", type=float, default=FUSION_DEFAULTS["vector_weight"])
+        parser.add_argument(
+            "--rrf-k",
+            type=int,
+            default=FUSION_DEFAULTS["rrf_k"],
+            help="RRF constant k of the hybrid run (default %(default)s)",
+        )
+        parser.add_argument(
+            "--lexical-weight",
+            type=float,
+            default=FUSION_DEFAULTS["lexical_weight"],
+            help="weight of the lexical lane in the hybrid run (default %(default)s)",
+        )
+        parser.add_argument(
+            "--vector-weight",
+            type=float,
+            default=FUSION_DEFAULTS["vector_weight"],
+            help="weight of the vector lane in the hybrid run (default %(default)s)",
+        )
+        add_progress_argument(parser)
 
     def handle(self, *args, **options) -> None:
         collection = beir_load(Path(options["beir"]), options["split"])
@@ -162,17 +182,24 @@ class Command(BaseCommand):
                 raise CommandError("no such knowledge base")
             keep = True
         else:
-            kb = self._ingest(collection)
+            kb = self._ingest(collection, progress=options["progress"])
             keep = options["keep"]
         try:
-            self._evaluate(kb, collection, query_ids, fusion=fusion, candidates=options["candidates"])
+            self._evaluate(
+                kb,
+                collection,
+                query_ids,
+                fusion=fusion,
+                candidates=options["candidates"],
+                progress=options["progress"],
+            )
         finally:
             if keep:
                 self.stderr.write(f"kept knowledge base {kb.kb_id} (re-run with --kb-id {kb.kb_id})")
             else:
                 knowledge_base_delete(kb=kb, actor=ACTOR)
 
-    def _ingest(self, collection: BeirCollection) -> KnowledgeBase:
+    def _ingest(self, collection: BeirCollection, *, progress: bool = False) -> KnowledgeBase:
         kb_id = f"eval-{secrets.token_hex(4)}"
         data = validate_knowledge_base_config(
             {"kb_id": kb_id, "name": "knowledge_eval (throwaway)"}, path="knowledge_eval"
@@ -181,7 +208,7 @@ class Command(BaseCommand):
         started = time.perf_counter()
         chunks = errors = skipped = 0
         try:
-            with tqdm(total=len(collection.corpus), desc="ingest", unit="doc", file=self.stderr) as bar:
+            with progress_bar(total=len(collection.corpus), desc="ingest", unit="doc", force=progress) as bar:
                 for start in range(0, len(collection.corpus), INGEST_BATCH):
                     batch = collection.corpus[start : start + INGEST_BATCH]
                     ids = []
@@ -224,6 +251,7 @@ class Command(BaseCommand):
         *,
         fusion: dict,
         candidates: int,
+        progress: bool = False,
     ) -> None:
         self.stdout.write(
             f"kb {kb.kb_id}; {len(query_ids)} judged queries; BM25 k1={BM25_K1} b={BM25_B}, "
@@ -233,7 +261,7 @@ class Command(BaseCommand):
         for name, lanes in RUNS:
             ndcgs, recalls, latencies = [], [], []
             not_ok = 0
-            for query_id in tqdm(query_ids, desc=name, unit="q", file=self.stderr):
+            for query_id in progress_bar(query_ids, desc=name, unit="q", force=progress):
                 started = time.perf_counter()
                 result = knowledge_search_bases(
                     bases=[kb],

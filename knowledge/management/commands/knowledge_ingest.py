@@ -42,6 +42,7 @@ from tqdm import tqdm
 
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
+from knowledge.management.progress import add_progress_argument, progress_bar
 from knowledge.models import SOURCE_KEY_RE, Document, KnowledgeBase
 from knowledge.parsing import (
     MAX_TEXT_CHARS,
@@ -148,14 +149,17 @@ class Command(BaseCommand):
     help = "Ingest files, folders or a BEIR corpus.jsonl into a knowledge base (queued for indexing)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("kb_id")
-        parser.add_argument("paths", nargs="+", metavar="PATH")
+        parser.add_argument("kb_id", help="the knowledge base to load into (its kb_id)")
+        parser.add_argument(
+            "paths", nargs="+", metavar="PATH", help="files or folders (with --beir: BEIR directories)"
+        )
         parser.add_argument("--beir", action="store_true", help="PATH is a BEIR directory or corpus.jsonl.")
         parser.add_argument("--source-prefix", default="", help="Prepended to every source_key.")
         parser.add_argument(
             "--wait", action="store_true", help="Index the documents in this process, then report chunks/s."
         )
         parser.add_argument("--batch", type=int, default=32, help="Documents per indexing batch with --wait.")
+        add_progress_argument(parser)
 
     def handle(
         self,
@@ -166,6 +170,7 @@ class Command(BaseCommand):
         source_prefix: str,
         wait: bool,
         batch: int,
+        progress: bool = False,
         **options,
     ) -> None:
         kb = KnowledgeBase.objects.filter(kb_id=kb_id).first()
@@ -178,6 +183,7 @@ class Command(BaseCommand):
         self.counts: Counter = Counter()
         self.failures: list[tuple[str, str]] = []
         self.actor = Actor.system("knowledge_ingest")
+        self.progress = progress
         if beir:
             sources, total = self._beir_sources(paths, source_prefix), _beir_total(paths)
         else:
@@ -241,7 +247,7 @@ class Command(BaseCommand):
     def _put_all(self, kb: KnowledgeBase, sources: Iterable[Source], total: int) -> list[int]:
         seen: dict[str, str] = {}
         queued: list[int] = []
-        with tqdm(sources, total=total, desc="storing", unit="doc", file=sys.stderr, disable=None) as bar:
+        with progress_bar(sources, total=total, desc="storing", unit="doc", force=self.progress) as bar:
             for source in bar:
                 if source.source_key in seen:
                     self._fail(source.label, "source_key_collision", other=seen[source.source_key])
@@ -291,7 +297,7 @@ class Command(BaseCommand):
         outcomes: Counter = Counter()
         chunks = 0
         started = time.monotonic()
-        with tqdm(total=len(ids), desc="indexing", unit="doc", file=sys.stderr, disable=None) as bar:
+        with progress_bar(total=len(ids), desc="indexing", unit="doc", force=self.progress) as bar:
             for offset in range(0, len(ids), batch):
                 part = ids[offset : offset + batch]
                 for outcome in documents_index(document_ids=part).values():

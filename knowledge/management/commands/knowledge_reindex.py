@@ -22,7 +22,7 @@ class Command(BaseCommand):
     help = "Queue every ready or failed document of a knowledge base for indexing again."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("kb_id")
+        parser.add_argument("kb_id", help="the knowledge base to re-index (its kb_id)")
         parser.add_argument("--wait", action="store_true", help="Index now (knowledge_worker --once).")
 
     def handle(self, *args, kb_id: str, wait: bool, **options) -> None:

@@ -30,17 +30,30 @@ def _stop(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m demo_business",
         description="Demo Shop business system (tool provider for Bailing Hub). "
         "Environment: DEMO_TOOL_SECRET (required); DEMO_HUB_URL, DEMO_CLIENT_TOKEN and "
         "DEMO_DECISION_AUTH=bearer|signed (optional, for approvals; see demo_business/config.py).",
     )
-    parser.add_argument("--host", default=os.environ.get("DEMO_HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=_port, default=_port(os.environ.get("DEMO_PORT", "8100")))
+    parser.add_argument(
+        "--host",
+        default=os.environ.get("DEMO_HOST", "127.0.0.1"),
+        help="address to listen on (default: DEMO_HOST, else 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=_port(os.environ.get("DEMO_PORT", "8100")),
+        help="port to listen on, 0 for any free one (default: DEMO_PORT, else 8100)",
+    )
     parser.add_argument("--access-log", action="store_true", help="log each request to stderr")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         config = DemoConfig.from_env()
     except ConfigError as exc:

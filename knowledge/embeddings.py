@@ -650,7 +650,7 @@ def _bench(count: int, threads: int | None, batch: int, kind: str) -> None:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m knowledge.embeddings", description=__doc__.split("\n")[0]
     )
@@ -662,6 +662,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--threads", type=int, default=None, help="onnxruntime intra-op threads (default auto)"
     )
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH, help="texts per model call")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.bench < 1:
         parser.error("--bench must be positive")

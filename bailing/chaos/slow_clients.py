@@ -303,13 +303,23 @@ def run(*, stdout: TextIO, connections: int = 200, seconds: float = 20.0, **opti
     return figures
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bailing.chaos.slow_clients", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bailing.chaos.slow_clients",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--url", help="a running hub (default: start the production topology)")
-    parser.add_argument("--connections", type=int, default=200)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--connections", type=int, default=200, help="slow and idle connections held open at once"
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long the slow clients run")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if not args.url:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bailing.settings")
         import django

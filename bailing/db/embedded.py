@@ -277,17 +277,30 @@ def _supervise_main(data_dir: Path, interval: float) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    """``python -m bailing.db.embedded stop|status|supervise`` (without loading Django settings, which
-    would start the server)."""
-    parser = argparse.ArgumentParser(prog="python -m bailing.db.embedded")
-    parser.add_argument("command", choices=("stop", "status", "supervise"))
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bailing.db.embedded",
+        description="Stop the embedded PostgreSQL under var/ (or BAILING_PGDATA), say whether it runs, "
+        "or supervise it (start it again within seconds when it stops or crashes).",
+    )
+    parser.add_argument(
+        "command",
+        choices=("stop", "status", "supervise"),
+        help="stop: stop the server; status: running or stopped; supervise: keep it running until Ctrl-C",
+    )
     parser.add_argument(
         "--interval",
         type=float,
         default=SUPERVISE_INTERVAL,
         help="supervise: seconds between looks at the server",
     )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """``python -m bailing.db.embedded stop|status|supervise`` (without loading Django settings, which
+    would start the server)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     data_dir = _default_data_dir()
     if args.command == "supervise":

@@ -41,7 +41,13 @@ class Command(BaseCommand):
     help = "Chaos scenarios against a real hub: db-restart (PostgreSQL stopped and killed), slow-clients."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--scenario", required=True, choices=("db-restart", "slow-clients"))
+        parser.add_argument(
+            "--scenario",
+            required=True,
+            choices=("db-restart", "slow-clients"),
+            help="db-restart: stop the database under traffic and watch it come back; slow-clients: "
+            "many slow and idle connections against the front",
+        )
         parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
         db = parser.add_argument_group("db-restart")
         db.add_argument(
@@ -59,8 +65,10 @@ class Command(BaseCommand):
         # How the parent hands the child its server; never given by hand.
         db.add_argument("--dedicated-server", metavar="DIR", help=argparse.SUPPRESS)
         slow = parser.add_argument_group("slow-clients")
-        slow.add_argument("--connections", type=int, default=200)
-        slow.add_argument("--seconds", type=float, default=20.0)
+        slow.add_argument(
+            "--connections", type=int, default=200, help="slow and idle connections held open at once"
+        )
+        slow.add_argument("--seconds", type=float, default=20.0, help="how long the slow clients run")
 
     def handle(self, *args, **options) -> None:
         if options["scenario"] == "slow-clients":

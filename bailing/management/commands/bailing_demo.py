@@ -132,7 +132,11 @@ class Command(BaseCommand):
     help = "Seed (or refresh) the demo workspace, demo agent client and demo administrator."
 
     def add_arguments(self, parser):
-        parser.add_argument("--public-url", default=settings.BAILING_PUBLIC_URL)
+        parser.add_argument(
+            "--public-url",
+            default=settings.BAILING_PUBLIC_URL,
+            help="the hub's URL as browsers reach it, for the printed links (default: BAILING_PUBLIC_URL)",
+        )
 
     def handle(self, *args, **options):
         public_url = options["public_url"].rstrip("/")

@@ -635,9 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     tokens refresh an expired access token themselves and save the rotated pair."""
     args = build_parser().parse_args(argv)
     if args.command == "mcp-check":
-        from agent_client.mcp_check import run
-
-        return run(args)
+        return _mcp_check_command(args)
     if args.command == "knowledge":
         return _with_saved_session(args, _knowledge_command)
     if args.command in ("invoke", "resume", "receipt"):
@@ -716,6 +714,28 @@ def _with_saved_session(args: Any, command) -> int:
         return EXIT_FAILED
     finally:
         agent.close()
+
+
+def _mcp_check_command(args: Any) -> int:
+    """``mcp-check``: with ``--tokens``, the saved session is checked first (``GET /session``,
+    refreshed like every other command's) and its access token handed to the MCP client."""
+    from agent_client.mcp_check import run
+
+    if not args.tokens:
+        return run(args)
+    if args.url is None and not args.workspace:
+        print("mcp-check: give --url, or --workspace with --tokens")
+        return EXIT_USAGE
+
+    def checked(args: Any, agent: ReferenceAgentClient) -> int:
+        try:
+            agent.session_info()
+        except AgentAuthError as exc:
+            print(f"mcp-check failed: {exc}")
+            return EXIT_FAILED
+        return run(args, bearer=agent.access_token, hub=agent.base_url)
+
+    return _with_saved_session(args, checked)
 
 
 def _knowledge_command(args: Any, agent: ReferenceAgentClient) -> int:

@@ -11,14 +11,12 @@ status 0 means every step answered as the protocol says; anything else is report
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import webbrowser
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import httpx2
 from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
@@ -134,58 +132,12 @@ async def check(url: str, *, auth: Any = None, bearer: str | None = None, query:
         }
 
 
-def _saved_bearer(args: Any) -> str | int:
-    """The saved session's access token, checked with ``GET /agent-auth/v1/session`` first: an
-    expired one is refreshed (and the rotated pair saved) like every other command does. Returns an
-    exit status instead when the file is unusable or the session has ended."""
-    import sys
-
-    from agent_client import (
-        PROG,
-        AgentAuthError,
-        ReferenceAgentClient,
-        SessionGone,
-        TokenFile,
-        TokenFileError,
-        sign_in_again_message,
-    )
-
-    try:
-        agent = ReferenceAgentClient.from_token_file(TokenFile(args.tokens))
-    except TokenFileError as exc:
-        print(f"agent_client: {exc}; sign in with: {PROG} login ... --save {args.tokens}", file=sys.stderr)
-        return 2
-    try:
-        agent.session_info()
-        return agent.access_token or ""
-    except SessionGone as exc:
-        print(
-            sign_in_again_message(exc.reason, args.tokens, agent.base_url, agent.client_app_id),
-            file=sys.stderr,
-        )
-        return 3
-    except (AgentAuthError, httpx.HTTPError) as exc:
-        print(f"mcp-check failed: {type(exc).__name__}: {exc}")
-        return 1
-    finally:
-        agent.close()
-
-
-def run(args: Any) -> int:
-    """The ``mcp-check`` command (arguments parsed by :func:`agent_client.main`)."""
-    bearer = None
+def run(args: Any, *, bearer: str | None = None, hub: str | None = None) -> int:
+    """The ``mcp-check`` command (arguments parsed by :func:`agent_client.main`, which with
+    ``--tokens`` passes the saved session's checked, if need be refreshed, access token and hub)."""
     url = args.url
-    if args.tokens:
-        if url is None and not args.workspace:
-            print("mcp-check: give --url, or --workspace with --tokens")
-            return 2
-        bearer = _saved_bearer(args)
-        if isinstance(bearer, int):
-            return bearer
-        if url is None:
-            with open(args.tokens, encoding="utf-8") as handle:
-                hub = json.load(handle)["hub"]
-            url = f"{hub.rstrip('/')}/mcp/{args.workspace}"
+    if args.tokens and url is None:
+        url = f"{(hub or '').rstrip('/')}/mcp/{args.workspace}"
     if url is None:
         print("mcp-check: give --url (the workspace's MCP endpoint, e.g. http://127.0.0.1:8000/mcp/demo)")
         return 2

@@ -187,4 +187,6 @@ def test_mcp_check_with_saved_agent_auth_tokens(hub, tmp_path, capsys):
     assert main(["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 0
     assert capsys.readouterr().out.rstrip().endswith("mcp-check: ok")
     tokens.write_text(json.dumps({"hub": hub.url, "client_app_id": "x", "access_token": "bha_" + "0" * 43}))
-    assert main(["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 1
+    # A refused access token and nothing to refresh it with: the session has ended, sign in again.
+    assert main(["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 3
+    assert "Sign in again" in capsys.readouterr().err

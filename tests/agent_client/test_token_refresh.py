@@ -198,3 +198,24 @@ def test_the_token_file_is_replaced_atomically_with_mode_0600(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert TokenFile(path).read()["access_token"] == "bha_x"
     assert sorted(os.listdir(tmp_path)) == ["tokens.json"]
+
+
+def test_two_clients_sharing_a_file_never_replay_a_refresh_token(signed_in):
+    """Two commands loaded the same file; the first refreshes and saves. The second, refused with its
+    old access token, finds the newer pair in the file (under the lock) and uses it instead of
+    presenting the used refresh token again, which would revoke the session."""
+    _expire_access_token(signed_in)
+    first = ReferenceAgentClient.from_token_file(TokenFile(signed_in))
+    second = ReferenceAgentClient.from_token_file(TokenFile(signed_in))
+    try:
+        assert first.knowledge_search("handbook", "refund")["status"] == "ok"
+        assert first.refreshes == 1
+        assert second.knowledge_search("handbook", "refund")["status"] == "ok"
+        assert second.refreshes == 0  # took the pair the first one saved
+        assert second.access_token == first.access_token
+    finally:
+        first.close()
+        second.close()
+    session_id = json.loads(signed_in.read_text())["session_id"]
+    assert AgentSession.objects.get(pk=session_id).revoked_at is None
+    assert not AgentRefreshToken.objects.filter(session_id=session_id, status="replayed").exists()

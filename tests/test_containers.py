@@ -250,10 +250,14 @@ def test_compose_runs_the_demo_services():
     ]
     hub = services["hub"]
     assert hub["environment"]["BAILING_DEMO"] == "true"  # seeds the demo, as make demo does
-    # Published on the loopback interface only, as make demo listens.
-    assert all(port.startswith("127.0.0.1:") for port in hub["ports"])
-    # The shop in the hub's network: the provider's plain-http base URL must be a loopback one.
-    assert services["shop"]["network_mode"] == "service:hub"
+    # The hub in the shop's network: the provider's plain-http base URL must be a loopback one. The
+    # shop owns that network (it never exits by itself) and publishes the ports, on the loopback
+    # interface only, as make demo listens; nothing else publishes any.
+    assert hub["network_mode"] == "service:shop"
+    assert hub["depends_on"]["shop"]["condition"] == "service_healthy"  # the seed refreshes its tools
+    published = [port for spec in services.values() for port in spec.get("ports", [])]
+    assert published and published == services["shop"]["ports"]
+    assert all(port.startswith("127.0.0.1:") for port in published)
 
 
 def test_compose_secrets_have_demo_only_defaults():
@@ -345,10 +349,10 @@ def test_ports_agree():
     assert [int(port) for port in final.all("EXPOSE")] == [hub_port]
     hub = services["hub"]
     assert port_of(hub["environment"]["BAILING_BIND"]) == hub_port
-    published = {int(port.split(":")[2]): int(port.split(":")[1]) for port in hub["ports"]}
     shop = services["shop"]
+    published = {int(port.split(":")[2]): int(port.split(":")[1]) for port in shop["ports"]}
     shop_port = int(shop["environment"]["DEMO_PORT"])
-    # the hub's port and (the shop lives in the hub's network) the shop's, each under its own number
+    # the shop's port and (the hub lives in the shop's network) the hub's, each under its own number
     assert published == {hub_port: hub_port, shop_port: shop_port}
     public_url = hub["environment"]["BAILING_PUBLIC_URL"]
     assert port_of(public_url) == hub_port
@@ -650,7 +654,11 @@ def test_the_entrypoint_runs_the_demo_as_compose_does(image_home, fresh_database
                 "SELECT base_url FROM agent_runtime_toolprovider WHERE name = 'demo-shop'"
             ).fetchone()[0]
             users = {row[0] for row in conn.execute("SELECT username FROM auth_user")}
+            (tools,) = conn.execute(
+                "SELECT tools FROM agent_runtime_route WHERE route_key = 'demo'"
+            ).fetchone()
         assert base_url == f"http://127.0.0.1:{shop_port}"
+        assert tools["approval"]["url"] == f"http://127.0.0.1:{shop_port}/approvals"  # the webhook too
         assert {"alice", "manager"} <= users
         # the shop answers the hub's signed calls: its approval page is up, reached as the browser would
         assert _get(f"http://127.0.0.1:{shop_port}/approvals")[0] == 200

@@ -28,9 +28,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     BAILING_HOME=/app \
     BAILING_BIND=0.0.0.0:8000
-RUN groupadd --system --gid 10001 bailing \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home \
-       --shell /usr/sbin/nologin bailing
+RUN groupadd --gid 10001 bailing \
+    && useradd --uid 10001 --gid 10001 --home-dir /app --no-create-home --shell /usr/sbin/nologin bailing
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 # The home beside the installed code: templates, static files, the demo's config and knowledge.

@@ -15,7 +15,11 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+# The hub's home: templates/, static/, examples/ and manage.py beside the code, and var/ (its state: the
+# development secret key, the embedded database, collected static files, the demo's secrets). The
+# checkout by default; the container image installs the packages into a virtualenv (non-editable) and
+# sets it to /app. Read from the process environment only (it says where .env is).
+BASE_DIR = Path(os.environ.get("BAILING_HOME") or Path(__file__).resolve().parent.parent)
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)

@@ -332,6 +332,8 @@ def libpq_traced(connection) -> Iterator[list[str]]:
 NUMBER_MARK = "%N%"
 HEX_MARK = "%HEX%"
 RUN_NUMBER_SPAN = 10_000_000
+# An answer slower than this is an error (wrk's own default, 2 s, is too short for a loaded machine).
+LOAD_TIMEOUT_SECONDS = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -350,6 +352,7 @@ class LoadResult:
     p50_ms: float
     p99_ms: float
     tool: str
+    timeouts: int = 0  # requests without an answer within LOAD_TIMEOUT_SECONDS (part of errors)
 
     @property
     def rps(self) -> float:
@@ -414,6 +417,7 @@ def parse_wrk_result(out: str) -> LoadResult:
         requests=requests,
         seconds=duration_us / 1e6,
         errors=sum(errors),
+        timeouts=errors[-1],
         p50_ms=float(match.group(2)) / 1000,
         p99_ms=float(match.group(3)) / 1000,
         tool="wrk",
@@ -423,10 +427,18 @@ def parse_wrk_result(out: str) -> LoadResult:
 def wrk_load(
     port: int, spec: LoadSpec, *, seconds: float, connections: int, base: int, hex_nonce: str
 ) -> LoadResult:
-    """One wrk run (2 threads; wrk counts whole seconds)."""
+    """One wrk run (2 threads, or 1 for one connection; wrk counts whole seconds)."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
         handle.write(wrk_script(spec, base=base, hex_nonce=hex_nonce))
-    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{max(1, round(seconds))}s", "-s", handle.name]
+    cmd = [
+        "wrk",
+        f"-t{min(2, connections)}",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "-s",
+        handle.name,
+    ]
+    cmd.append(f"--timeout={LOAD_TIMEOUT_SECONDS}s")
     for name, value in spec.headers.items():
         cmd += ["-H", f"{name}: {value}"]
     cmd.append(f"http://127.0.0.1:{port}{spec.path}")
@@ -448,7 +460,7 @@ def python_load(
     stop_at = started_at + seconds
 
     def worker(thread: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LOAD_TIMEOUT_SECONDS)
         local: list[float] = []
         failed = counter = 0
         while time.monotonic() < stop_at:
@@ -468,7 +480,8 @@ def python_load(
             except OSError:
                 failed += 1
                 conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LOAD_TIMEOUT_SECONDS)
+                continue
             local.append(time.perf_counter() - started)
         with lock:
             latencies.extend(local)

@@ -645,6 +645,7 @@ class Command(BaseCommand):
             "seconds": result.seconds,
             "rps": result.rps,
             "errors": result.errors,
+            "timeouts": result.timeouts,
             "p50_ms": result.p50_ms,
             "p99_ms": result.p99_ms,
             "cpu_ticks": total,

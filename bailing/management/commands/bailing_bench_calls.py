@@ -37,9 +37,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.test import Client as DjangoClient
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_runtime.config import validate_route_config
@@ -54,7 +53,14 @@ from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools.compiler import CompiledTool
 from bailing import signing
 from bailing.audit.actor import Actor
-from bailing.benchmarks import database_url, gunicorn_server, percentile
+from bailing.benchmarks import (
+    SqlCount,
+    database_url,
+    gunicorn_server,
+    libpq_traced,
+    parse_libpq_trace,
+    percentile,
+)
 from bailing.front.launcher import stop_process
 
 ROUTE = "bench-calls"
@@ -299,7 +305,8 @@ class Command(BaseCommand):
             raise CommandError(f"{label}: {failures[0]}")
         return done[0] / seconds
 
-    def _queries_per_call(self, access: str, revision: str) -> int:
+    def _queries_per_call(self, access: str, revision: str) -> SqlCount:
+        """What one new hub read sends to PostgreSQL (libpq's trace; as ``bailing_bench`` counts)."""
         client = DjangoClient(HTTP_HOST="127.0.0.1")
         body = {
             "invocation_id": secrets.token_hex(32),
@@ -308,13 +315,18 @@ class Command(BaseCommand):
             "arguments": READ[1],
             "capability_revision": revision,
         }
-        with CaptureQueriesContext(connection) as ctx:
+        # close_old_connections as a served request runs it (the test client does not): the connection
+        # health check is counted; once outside the trace, so an old connection is replaced there.
+        close_old_connections()
+        connection.ensure_connection()
+        with libpq_traced(connection) as trace:
+            close_old_connections()
             response = client.post(
                 INVOKE_PATH, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {access}"
             )
         if response.status_code != 200:
             raise CommandError(f"query count call answered {response.status_code}")
-        return len(ctx.captured_queries)
+        return parse_libpq_trace(trace[0])
 
     def _shop_refunds(self, base_url: str, secret: str) -> int:
         headers = signing.sign_tool_request(
@@ -398,7 +410,10 @@ class Command(BaseCommand):
             )
         for label, rate in throughput:
             out(f"throughput, {label}: {rate:.0f} calls/s with {options['connections']} parallel callers")
-        out(f"SQL queries of one hub read (in process): {queries}")
+        out(
+            f"SQL of one new hub read (in process, libpq trace): {queries.statements} statements without "
+            f"BEGIN/COMMIT/SAVEPOINT/RELEASE, {queries.round_trips} round trips"
+        )
         verdict = "ok" if refunds == expected_refunds else "MISMATCH"
         out(f"refunds recorded by the shop: {refunds} of {expected_refunds} sent once each ({verdict})")
         out(f"one run, {options['calls']} sequential calls per scenario")

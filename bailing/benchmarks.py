@@ -94,6 +94,12 @@ def gunicorn_server(
     ``workers`` / ``threads`` / ``worker_class`` / ``max_requests`` are passed on gunicorn's command
     line, which wins over the config file (``max_requests=0``: workers are never recycled). ``debug``
     sets ``BAILING_DEBUG`` for the server whatever the caller's environment says."""
+    if port:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                raise RuntimeError(f"127.0.0.1:{port} is in use") from None
     port = port or free_port()
     env = {**os.environ, "BAILING_BIND": f"127.0.0.1:{port}", **(extra_env or {})}
     if debug is not None:

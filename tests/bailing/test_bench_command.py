@@ -12,7 +12,7 @@ import struct
 import pytest
 from django.core.management import call_command
 
-from bailing.benchmarks import process_table
+from bailing.benchmarks import free_port, process_table
 from bailing.management.commands.bailing_bench import BENCH_QUERIES, RESULT_SCHEMA
 
 
@@ -40,6 +40,7 @@ def test_one_short_round_on_the_bare_endpoint_writes_the_json_and_the_plot(tmp_p
         connections=2,
         workers=1,
         threads=2,
+        port=free_port(),
         json=result_path,
         plot=plot_path,
     )

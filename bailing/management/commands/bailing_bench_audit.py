@@ -3,8 +3,9 @@
 Each thread has its own database connection and, for ``--seconds``, runs one short transaction after
 another: record one event with ``audit_record`` (optionally plus a tiny row write into a scratch
 table, ``--row-write``) and commit. A barrier starts every thread at once, after a warm-up. Each
-thread count is one run; after it, the ledger is verified end to end (``audit_chain_verify``) and the
-time that takes is reported.
+thread count is one run; after it, what the after-commit seals left unsealed is counted, everything
+is sealed (``audit_seal``) and the ledger is verified end to end (``audit_chain_verify``), and the
+time each takes is reported.
 
 The events are real audit events (action ``bailing.bench.audit``) and stay in the ledger, which is
 append-only: run this against a development database, never a production one. Figures are only
@@ -27,7 +28,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
 from bailing.audit.actor import Actor
-from bailing.audit.ledger import audit_chain_verify, audit_record
+from bailing.audit.ledger import audit_chain_verify, audit_record, audit_seal
 from bailing.audit.models import AuditEvent
 from bailing.benchmarks import percentile
 
@@ -144,6 +145,10 @@ class Command(BaseCommand):
         if recorded != expected:
             raise CommandError(f"{threads} thread(s): {recorded} events in the ledger, {expected} committed")
 
+        left_unsealed = AuditEvent.objects.filter(chain_seq__isnull=True).count()
+        seal_started = time.perf_counter()
+        sealed = audit_seal(wait=True)
+        seal_seconds = time.perf_counter() - seal_started
         verify_started = time.perf_counter()
         report = audit_chain_verify()
         verify_seconds = time.perf_counter() - verify_started
@@ -155,8 +160,12 @@ class Command(BaseCommand):
             "p50_ms": percentile(done, 0.50),
             "p99_ms": percentile(done, 0.99),
             "mean_ms": statistics.fmean(done) if done else 0.0,
+            "left_unsealed": left_unsealed,
+            "sealed_after": sealed.sealed,
+            "seal_seconds": seal_seconds,
             "verified": report.checked,
-            "verify_ok": report.ok,
+            "unsealed_after": report.unsealed,
+            "verify_ok": report.ok and not report.unsealed,
             "verify_seconds": verify_seconds,
         }
 
@@ -166,14 +175,16 @@ class Command(BaseCommand):
         out("")
         out(
             f"{'threads':>7} {'actions':>8} {'actions/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
-            f"{'verified':>9} {'verify s':>9}  chain"
+            f"{'unsealed':>9} {'seal s':>7} {'verified':>9} {'verify s':>9}  chain"
         )
         for row in rows:
             out(
                 f"{row['threads']:7d} {row['actions']:8d} {row['per_second']:10.0f} {row['p50_ms']:8.2f} "
-                f"{row['p99_ms']:8.2f} {row['verified']:9d} {row['verify_seconds']:9.2f}  "
+                f"{row['p99_ms']:8.2f} {row['left_unsealed']:9d} {row['seal_seconds']:7.2f} "
+                f"{row['verified']:9d} {row['verify_seconds']:9.2f}  "
                 f"{'ok' if row['verify_ok'] else 'BROKEN'}"
             )
+        out("unsealed: events the after-commit seals had left when the run stopped (then all sealed)")
         out(f"load average before {load_before}, after {load_after} (1, 5, 15 min)")
         if options["json_path"]:
             Path(options["json_path"]).write_text(

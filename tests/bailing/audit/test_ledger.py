@@ -27,6 +27,7 @@ from bailing.audit.ledger import (
     audit_record_many,
     audit_seal,
 )
+from bailing.audit.metrics import audit_tail_metrics
 from bailing.audit.models import AuditEvent
 from tests.support.audit import audit_tampering
 
@@ -545,6 +546,19 @@ def test_the_unsealed_tail_is_counted_with_its_oldest_event(tampering):
     assert report.oldest_unsealed_at == forge_unsealed.created_at
     assert 299 < report.oldest_unsealed_age() < 600
     assert AuditEvent.objects.get(pk=new.pk).created_at > report.oldest_unsealed_at
+
+
+def test_the_unsealed_tail_is_a_scrape_time_gauge(tampering):
+    def gauges() -> dict[str, float]:
+        return {family.name: family.samples[0].value for family in audit_tail_metrics()}
+
+    assert gauges() == {"bailing_audit_unsealed_events": 0, "bailing_audit_unsealed_oldest_seconds": 0}
+    chain(1)
+    late = record(2)
+    AuditEvent.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(seconds=90))
+    tail = gauges()
+    assert tail["bailing_audit_unsealed_events"] == 1
+    assert 89 < tail["bailing_audit_unsealed_oldest_seconds"] < 600
 
 
 # --- manage.py approvals_audit_verify and bailing_audit_seal ----------------------------------------------

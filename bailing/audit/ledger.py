@@ -51,6 +51,13 @@ _SEAL_WAIT = "10s"
 # One sealer at a time per process for the after-commit seals: a thread that finds another one of
 # this process sealing leaves the work to it without a database round trip.
 _sealing_here = threading.Lock()
+# The next unsealed events in id order, each with the newest sealed position and chain hash.
+_SEAL_SELECT = (
+    "SELECT e.*, newest.chain_seq AS last_seq, newest.chain_hash AS last_hash "
+    "FROM (SELECT * FROM bailing_auditevent WHERE chain_seq IS NULL {bound}ORDER BY id LIMIT %s) AS e "
+    "LEFT JOIN LATERAL (SELECT chain_seq, chain_hash FROM bailing_auditevent "
+    "WHERE chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1) AS newest ON true ORDER BY e.id"
+)
 _SEAL_UPDATE = (
     "UPDATE bailing_auditevent AS e SET chain_seq = v.seq, prev_hash = v.prev, chain_hash = v.chain "
     "FROM (VALUES {rows}) AS v(id, seq, prev, chain) WHERE e.id = v.id AND e.chain_seq IS NULL"
@@ -239,38 +246,31 @@ def audit_seal(
 
 
 def _seal_batch(*, upto: int | None, limit: int, wait: bool) -> tuple[int, list[int]] | None:
+    """One sealing transaction: three statements and the commit."""
     outermost = not transaction.get_connection().in_atomic_block
     with transaction.atomic():
         with connection.cursor() as cursor:
-            if outermost:
-                # A lost seal (crash before its WAL reached disk) is only undone, never half-done:
-                # its events are unsealed again and sealed by the next sealer. So the sealer does not
-                # wait for its own fsync; the events themselves committed synchronously.
-                cursor.execute(
-                    "SELECT set_config('synchronous_commit', 'off', true), "
-                    "set_config('lock_timeout', %s, true)",
-                    [_SEAL_WAIT],
-                )
+            # A lost seal (crash before its WAL reached disk) is only undone, never half-done: its
+            # events are unsealed again and sealed by the next sealer. So the sealer does not wait
+            # for its own fsync; the events themselves committed synchronously.
+            settings = "set_config('synchronous_commit', 'off', true), " if outermost else ""
             if wait:
+                if outermost:
+                    cursor.execute(f"SELECT {settings}set_config('lock_timeout', %s, true)", [_SEAL_WAIT])
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SEAL_LOCK_KEY])
             else:
-                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_SEAL_LOCK_KEY])
-                if not cursor.fetchone()[0]:
+                cursor.execute(f"SELECT {settings}pg_try_advisory_xact_lock(%s)", [_SEAL_LOCK_KEY])
+                if not cursor.fetchone()[-1]:
                     return None
-            # Statements of their own, after the lock is held: at READ COMMITTED each sees the
-            # previous sealer's committed work and every event committed so far, nothing in flight.
-            cursor.execute(
-                "SELECT chain_seq, chain_hash FROM bailing_auditevent "
-                "WHERE chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1"
-            )
-            last = cursor.fetchone()
-        position, prev_hash = last if last else (0, GENESIS_HASH)
-        unsealed = AuditEvent.objects.filter(chain_seq__isnull=True)
-        if upto is not None:
-            unsealed = unsealed.filter(id__lte=upto)
-        events = list(unsealed.order_by("id")[:limit])
+        # A statement of its own, after the lock is held: at READ COMMITTED it sees the previous
+        # sealer's committed work and every event committed so far, nothing in flight.
+        bound = "AND id <= %s " if upto is not None else ""
+        params = [upto, limit] if upto is not None else [limit]
+        events = list(AuditEvent.objects.raw(_SEAL_SELECT.format(bound=bound), params))
         if not events:
             return 0, []
+        position = events[0].last_seq or 0
+        prev_hash = events[0].last_hash or GENESIS_HASH
         values, mismatched = [], []
         for event in events:
             if canonical_sha256(_content(event)) != event.content_hash:

@@ -9,8 +9,10 @@ sent by a process still running the previous version are cleared, so its event i
 other) and allows exactly one UPDATE per event: the sealer's fill of the three chain columns of an
 unsealed event, every other column unchanged. Everything else, DELETE included, is refused.
 
-The backfill rewrites every existing row once in this migration's transaction. Going back requires
-every event to be sealed (``manage.py approvals_audit_verify`` seals them first).
+The backfill rewrites every existing row once in this migration's transaction. Going back is
+refused unless every event is sealed (``manage.py approvals_audit_verify`` seals them) and the seal
+order is still the id order: the old schema chained in id order, and dropping ``chain_seq`` would
+lose the order of events sealed after a late commit, breaking the chain.
 """
 
 from django.db import migrations, models
@@ -48,6 +50,23 @@ DROP TRIGGER bailing_auditevent_append_only ON bailing_auditevent;
 CREATE TRIGGER bailing_auditevent_append_only
     BEFORE INSERT OR UPDATE OR DELETE ON bailing_auditevent
     FOR EACH ROW EXECUTE FUNCTION bailing_auditevent_append_only();
+"""
+
+REVERSE_GUARD = """
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM bailing_auditevent WHERE chain_seq IS NULL) THEN
+        RAISE EXCEPTION 'unsealed audit events: seal them (approvals_audit_verify) before reversing 0004';
+    END IF;
+    IF EXISTS (
+        SELECT 1 FROM (
+            SELECT chain_seq, row_number() OVER (ORDER BY id) AS position FROM bailing_auditevent
+        ) AS sealed WHERE sealed.chain_seq <> sealed.position
+    ) THEN
+        RAISE EXCEPTION 'the audit chain is no longer in id order: reversing 0004 would break it';
+    END IF;
+END
+$$;
 """
 
 TRIGGER_BACK = """
@@ -92,4 +111,6 @@ class Migration(migrations.Migration):
                 condition=models.Q(("chain_seq__isnull", True)), fields=["id"], name="bailing_audit_unsealed"
             ),
         ),
+        # Last, so that going back checks first.
+        migrations.RunSQL(migrations.RunSQL.noop, reverse_sql=REVERSE_GUARD),
     ]

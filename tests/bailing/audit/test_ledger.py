@@ -245,6 +245,29 @@ def test_legacy_events_chained_in_id_order_get_their_positions_and_verify():
     assert AuditEvent.objects.get(chain_seq=4).prev_hash == prev_hash
 
 
+def test_going_back_past_0004_is_refused_once_the_seal_order_is_not_the_id_order():
+    """The old schema chains in id order; dropping ``chain_seq`` would lose a late committer's place."""
+    guard = importlib.import_module("bailing.migrations.0004_auditevent_sealer").REVERSE_GUARD
+
+    def reversible() -> bool:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(guard)
+        except DatabaseError:
+            return False
+        return True
+
+    first, second = record(1), record(2)
+    assert not reversible()  # unsealed events
+    audit_seal()
+    assert reversible()  # sealed in id order
+    with audit_tampering():  # as if the first had committed after the second
+        AuditEvent.objects.filter(pk=first.pk).update(chain_seq=-1)
+        AuditEvent.objects.filter(pk=second.pk).update(chain_seq=1)
+        AuditEvent.objects.filter(pk=first.pk).update(chain_seq=2)
+    assert not reversible()
+
+
 # --- rolled back, late, concurrent: real transactions on their own connections ---------------------------
 
 

@@ -11,7 +11,7 @@ from agent_runtime.console.providers import (
     probe_tone,
     refresh_error_code,
 )
-from agent_runtime.models import AgentSession, Client, Route
+from agent_runtime.models import AgentSession, Client, Route, ToolProvider
 from agent_runtime.selectors.providers import providers_health
 from bailing.ui import tables
 from bailing.ui.nav import Card, NavItem
@@ -90,12 +90,14 @@ def provider_health_panel(user) -> Panel | None:
                     tone=REFRESH_TONES.get(provider.last_refresh_status, "neutral"),
                     sub=refresh_error_code(provider),
                 ),
-                _probe_cell(access, probe_tone(provider, access)),
+                tables.Cell("not used (inline spec)", kind="muted")
+                if provider.spec_source == ToolProvider.SpecSource.INLINE
+                else _probe_cell(access, probe_tone(provider, access)),
                 _probe_cell(authz, AUTHZ_PROBE_TONES.get(authz, "neutral")),
             ]
         )
     failing = sum(1 for p in health.rows if p.enabled and p.last_refresh_status == "failed")
-    note = f"{failing} failing" if failing else "problems first"
+    note = (f"{failing} failing" if failing else "none failing") if health.rows else ""
     if health.more:
         note += f" · {len(health.rows)} of {health.total} shown"
     return Panel(

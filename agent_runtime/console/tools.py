@@ -44,7 +44,7 @@ class ToolFilterForm(forms.Form):
         self.fields["provider"].choices = [("", "any provider")] + [
             (name, name) for name in ToolProvider.objects.order_by("name").values_list("name", flat=True)
         ]
-        self.fields["route"].choices = [("", "any workspace or none")] + [(key, key) for key in route_keys]
+        self.fields["route"].choices = [("", "any or none")] + [(key, key) for key in route_keys]
 
 
 def _always() -> Q:
@@ -115,11 +115,16 @@ class ToolListView(ConsoleView, ListView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
+        if not self.filter_form.is_bound:
+            empty = "No compiled tools yet: no tool provider has a good spec."
+        elif self.route_key and not self.catalogs[self.route_key].tools:
+            catalog = self.catalogs[self.route_key]
+            why = "its agent direct tools are off" if not catalog.agent_direct else "no source offers a tool"
+            empty = f"The workspace {self.route_key} offers no tools: {why}."
+        else:
+            empty = "No compiled tool matches these filters."
         table = tables.Table(
-            ["Tool", "Provider", "Scope", "Risk", "Approval", "Kind", "Offered on"],
-            empty="No compiled tool matches these filters."
-            if self.filter_form.is_bound
-            else "No compiled tools yet: no tool provider has a good spec.",
+            ["Tool", "Provider", "Scope", "Risk", "Approval", "Kind", "Offered on"], empty=empty
         )
         for tool in context["object_list"]:
             provider = tool.provider

@@ -75,19 +75,23 @@ def dashboard_panels(user) -> list[Panel]:
         return []
     pending = approvals_pending_count()
     table = tables.Table(
-        ["Approval", "Tool", "Workspace", "Client", "Waiting", "Expires"],
+        ["Approval", "Tool", "Client", "Waiting", "Expires"],
         empty="No tool call is waiting for a decision.",
     )
     now = timezone.now()
     for approval in approvals_pending_oldest(PENDING_PANEL_ROWS) if pending else []:
+        expires = approval.expires_at
         table.rows.append(
             [
                 tables.mono(f"#{approval.pk}", href=reverse("console:approval_detail", args=[approval.pk])),
-                tables.mono(approval.tool),
-                tables.mono(approval.route_key),
+                tables.Cell(approval.tool, kind="mono", sub=approval.route_key),
                 tables.mono(approval.invocation.client.app_id),
                 tables.Cell(tables.duration((now - approval.created_at).total_seconds()), kind="mono"),
-                tables.time(approval.expires_at),
+                tables.Cell(
+                    "in " + tables.duration((expires - now).total_seconds()) if expires else "never",
+                    kind="mono" if expires else "muted",
+                    title=tables.utc_iso(expires) if expires else "",
+                ),
             ]
         )
     if pending > PENDING_PANEL_ROWS:
@@ -101,6 +105,8 @@ def dashboard_panels(user) -> list[Panel]:
             note=note,
             table=table,
             more_url=reverse("console:approval_list") + "?status=pending",
-            more_label=f"Open the approvals inbox ({pending} pending)",
+            more_label=f"Open the approvals inbox ({pending} pending)"
+            if pending
+            else "Open the approvals inbox",
         )
     ]

@@ -24,6 +24,7 @@ BADGE_TONES = {
     "revoked": "bad",
     "denied": "bad",
     "broken": "bad",
+    "missing": "bad",
     # governed tool calls
     "executed": "ok",
     "completed": "ok",

@@ -3,7 +3,8 @@
 A turn carries knowledge, but knowledge is an app above the runtime. The runtime declares what it
 needs here (:class:`TurnKnowledgeProvider`) and the knowledge app registers an implementation in
 its ``ready()``; the dependency points one way, upward apps → ``agent_runtime``. The config
-document's sections are the other port (:mod:`agent_runtime.config.document`).
+document's sections are another port (:mod:`agent_runtime.config.document`), and the console's
+workspace page takes sections from the apps above (:func:`workspace_section_register`).
 """
 
 from __future__ import annotations

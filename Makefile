@@ -35,11 +35,13 @@ browser:
 	@./scripts/ensure-chromium
 
 ## Benchmarks (figures, not tests): agent endpoints against a bare endpoint, then governed tool calls
-## against the same signed call sent directly. Both start their own gunicorn (and Demo Shop).
+## against the same signed call sent directly (both start their own gunicorn and Demo Shop), then
+## audited actions per second hub-wide (its events stay in the ledger: a development database only).
 bench: install
 	$(BIN)/python manage.py migrate --noinput -v 0
 	$(BIN)/python manage.py bailing_bench
 	$(BIN)/python manage.py bailing_bench --suite invocations
+	$(BIN)/python manage.py bailing_bench_audit
 
 lint: install
 	$(BIN)/ruff check .

@@ -3,12 +3,14 @@
 A turn carries knowledge, but knowledge is an app above the runtime. The runtime declares what it
 needs here (:class:`TurnKnowledgeProvider`) and the knowledge app registers an implementation in
 its ``ready()``; the dependency points one way, upward apps → ``agent_runtime``. The config
-document's sections are the other port (:mod:`agent_runtime.config.document`).
+document's sections are another port (:mod:`agent_runtime.config.document`), and the console's
+workspace page takes sections from the apps above (:func:`workspace_section_register`).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,3 +65,26 @@ def turn_knowledge() -> TurnKnowledgeProvider:
     if _turn_knowledge is None:
         raise RuntimeError("no turn knowledge provider is registered (is the knowledge app installed?)")
     return _turn_knowledge
+
+
+# --- console: sections of the workspace page ------------------------------------------------------------
+# ``builder(route=Route, effective=dict, user=User) -> bailing.ui.sections.Section | None``: what an
+# app above adds to the console's workspace page (the knowledge app: the route's knowledge bases).
+# None leaves the section out (e.g. the user may not read what it shows).
+WorkspaceSectionBuilder = Callable[..., Any]
+_workspace_sections: dict[str, WorkspaceSectionBuilder] = {}
+
+
+def workspace_section_register(name: str, builder: WorkspaceSectionBuilder) -> None:
+    """Add a section to the console's workspace page (names are unique; twice is a bug)."""
+    if name in _workspace_sections:
+        raise ValueError(f"workspace section {name!r} is registered already")
+    _workspace_sections[name] = builder
+
+
+def workspace_sections(*, route: Any, effective: dict[str, Any], user: Any) -> list[Any]:
+    """Every registered section for ``route`` that ``user`` may see, in their declared order."""
+    sections = [
+        builder(route=route, effective=effective, user=user) for builder in _workspace_sections.values()
+    ]
+    return sorted((section for section in sections if section is not None), key=lambda section: section.order)

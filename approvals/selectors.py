@@ -12,6 +12,16 @@ def approvals_pending_count() -> int:
     return ToolApproval.objects.filter(status=ToolApproval.Status.PENDING).count()
 
 
+def approvals_pending_oldest(limit: int) -> list[ToolApproval]:
+    """The ``limit`` pending approvals that have waited longest (oldest request first)."""
+    return list(
+        ToolApproval.objects.filter(status=ToolApproval.Status.PENDING)
+        .select_related("invocation__client")
+        .only("id", "tool", "route_key", "subject", "created_at", "expires_at", "invocation__client__app_id")
+        .order_by("created_at", "id")[:limit]
+    )
+
+
 def approvals_inbox() -> QuerySet[ToolApproval]:
     """Every approval, pending first, newest first within each group."""
     pending_first = Case(

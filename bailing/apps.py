@@ -18,3 +18,8 @@ class BailingConfig(AppConfig):
         # Roles are plumbing (groups + model permissions), not domain logic: syncing them after
         # every migrate (and every test flush) keeps them complete as apps add permissions.
         post_migrate.connect(roles_sync_after_migrate, dispatch_uid="bailing.roles_sync")
+
+        from bailing.audit.metrics import audit_tail_metrics
+        from bailing.metrics import metrics_collector_register
+
+        metrics_collector_register("audit_tail", audit_tail_metrics)

@@ -13,7 +13,8 @@ Two kinds of metric:
   conf sets and empties it at start, and marks dead workers with ``child_exit``) every process writes
   its values to files there and a scrape sums them (``prometheus_client.multiprocess``).
 * **Computed at scrape** from the database (gauges): what is true of the hub as a whole, whichever
-  process answers: approvals pending, invocations by status, the knowledge queue. An app registers a
+  process answers: approvals pending, invocations by status, the knowledge queue, the audit
+  ledger's unsealed tail. An app registers a
   function with :func:`metrics_collector_register` from its ``AppConfig.ready()``; each yields
   ``prometheus_client`` metric families. A collector that fails is left out of that scrape (logged).
 """
@@ -51,7 +52,7 @@ REQUEST_SECONDS = Histogram(
 )
 AUDIT_APPEND_SECONDS = Histogram(
     "bailing_audit_append_duration_seconds",
-    "Time to append a batch of events to the audit chain (lock, predecessor, insert)",
+    "Time to append a batch of events to the audit ledger (normalise, hash, insert; no lock)",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 

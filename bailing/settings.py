@@ -15,7 +15,11 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+# The hub's home: templates/, static/, examples/ and manage.py beside the code, and var/ (its state: the
+# development secret key, the embedded database, collected static files, the demo's secrets). The
+# checkout by default; the container image installs the packages into a virtualenv (non-editable) and
+# sets it to /app. Read from the process environment only (it says where .env is).
+BASE_DIR = Path(os.environ.get("BAILING_HOME") or Path(__file__).resolve().parent.parent)
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
@@ -139,16 +143,31 @@ if DATABASES["default"]["ENGINE"] not in {
     "django.db.backends.postgresql_psycopg2",
 }:
     raise ImproperlyConfigured("Bailing Hub runs on PostgreSQL only; DATABASE_URL must be postgres://")
-DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+# Django's backend with a health check that looks at the socket instead of sending SELECT 1.
+DATABASES["default"]["ENGINE"] = "bailing.db.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 # Persistent connections are checked before reuse, so after a database outage the first request
-# reconnects instead of failing on a dead socket (README "Outages").
+# reconnects instead of failing on a dead socket (README "Outages"). The check costs no round trip.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Seconds a new connection may take: a server that drops packets instead of refusing them must turn
 # into a prompt 503, not a request held for minutes.
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
     "connect_timeout", env.int("DB_CONNECT_TIMEOUT", default=5)
 )
+# Server-side parameter binding, so psycopg can prepare the statements a connection runs again and
+# again (the hot paths): PostgreSQL then parses and plans each once per connection. Prepared after
+# DB_PREPARE_THRESHOLD executions; empty turns preparing off (e.g. behind a PgBouncer in transaction
+# mode, which cannot keep prepared statements), and DB_SERVER_SIDE_BINDING=0 goes back to binding
+# parameters on the client.
+DATABASES["default"]["OPTIONS"].setdefault(
+    "server_side_binding", env.bool("DB_SERVER_SIDE_BINDING", default=True)
+)
+_prepare_threshold = env.str("DB_PREPARE_THRESHOLD", default="2").strip()
+if _prepare_threshold:
+    try:
+        DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", int(_prepare_threshold))
+    except ValueError:
+        raise ImproperlyConfigured("DB_PREPARE_THRESHOLD must be an integer or empty") from None
 # Concurrent test runs on one server (developers, helpers, CI) each get their own test database.
 DATABASES["default"]["TEST"] = {"NAME": "test_bailing_" + env.str("BAILING_TEST_DB", default="main")}
 
@@ -314,8 +333,13 @@ OAUTH_REGISTER_LIMIT = env.int("OAUTH_REGISTER_LIMIT", default=20)
 OAUTH_REGISTER_WINDOW = env.int("OAUTH_REGISTER_WINDOW", default=3600)
 # last_seen_at is touched at most this often per session, so reads stay reads.
 AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=60)
-# Threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: all cores).
-BAILING_EMBEDDING_THREADS = env.int("BAILING_EMBEDDING_THREADS", default=0)
+# Intra-op threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: one per
+# physical core): for query embeddings in web processes, and for indexing batches (knowledge_worker).
+BAILING_EMBEDDING_THREADS = env.int("BAILING_EMBEDDING_THREADS", default=1)
+BAILING_EMBEDDING_INDEX_THREADS = env.int("BAILING_EMBEDDING_INDEX_THREADS", default=0)
+# Query vectors kept per process (an LRU keyed by embedding provider, model and the exact query text);
+# 0 turns it off. Each entry of the local model is 1.5 KiB.
+BAILING_QUERY_VECTOR_CACHE = env.int("BAILING_QUERY_VECTOR_CACHE", default=1024)
 
 # /health/ready's knowledge_worker check: some knowledge_worker polled the queue within this many seconds.
 BAILING_WORKER_HEARTBEAT_MAX_AGE = env.int("BAILING_WORKER_HEARTBEAT_MAX_AGE", default=60)

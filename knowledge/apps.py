@@ -47,3 +47,9 @@ class KnowledgeConfig(AppConfig):
         from knowledge.metrics import queue_metrics
 
         metrics_collector_register("knowledge_queue", queue_metrics)
+
+        # The console's workspace page (an agent runtime page) shows the bases a route names.
+        from agent_runtime.ports import workspace_section_register
+        from knowledge.console.workspace import workspace_knowledge_section
+
+        workspace_section_register("knowledge_bases", workspace_knowledge_section)

@@ -35,9 +35,10 @@ or a dict built from Django settings; nothing here imports Django)
 ``BAILING_EMBEDDING_TIMEOUT``   openai: seconds per HTTP request (default 30)
 ``BAILING_EMBEDDING_BATCH``     texts per model call / HTTP request (default 32)
 ``BAILING_EMBEDDING_THREADS``   local: onnxruntime intra-op threads; 0 or unset lets onnxruntime
-                                decide (one per physical core). Set it to 1–2 per web worker when
-                                several worker processes share a small machine, so they do not
-                                oversubscribe the cores.
+                                decide (one per physical core). The hub embeds queries on 1 and
+                                indexing batches on ``BAILING_EMBEDDING_INDEX_THREADS``
+                                (``knowledge.services.providers``). With more than one thread the
+                                pool does not spin while idle, so it leaves the cores to others.
 
 Typical wiring: ``provider_from_settings(**provider_config_from_mapping(os.environ))``.
 
@@ -240,6 +241,9 @@ def _load_runtime(threads: int) -> _MiniLMRuntime:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads  # 0: onnxruntime picks one thread per physical core
     options.inter_op_num_threads = 1
+    # Idle pool threads would otherwise spin-wait for the next batch, taking CPU from the other web
+    # processes and PostgreSQL on the same machine.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3

@@ -27,3 +27,12 @@ def pytest_unconfigure(config):
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_query_vectors():
+    """Each test starts with an empty query-vector LRU, so no test sees another's cached embeddings."""
+    from knowledge.query_vectors import query_vector_cache
+
+    query_vector_cache().clear()
+    yield

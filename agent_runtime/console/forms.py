@@ -6,7 +6,7 @@ import re
 
 from django import forms
 
-from agent_runtime.models import Client
+from agent_runtime.models import Client, Route
 from bailing.ui.forms import split_list
 
 _CONFIG_PATH_FIELD = re.compile(r"^client\.([a-z_]+)")
@@ -114,11 +114,15 @@ class SessionFilterForm(forms.Form):
 
     client = forms.ChoiceField(required=False)
     state = forms.ChoiceField(required=False, choices=STATES)
+    route = forms.ChoiceField(required=False, label="Workspace")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["client"].choices = [("", "any client")] + [
             (app_id, app_id) for app_id in Client.objects.order_by("app_id").values_list("app_id", flat=True)
+        ]
+        self.fields["route"].choices = [("", "any workspace")] + [
+            (key, key) for key in Route.objects.order_by("route_key").values_list("route_key", flat=True)
         ]
 
 

@@ -80,9 +80,12 @@ class SessionListView(ConsoleView, ListView):
             self.filter_form,
             {"client": "client__app_id"},
         )
-        state = self.filter_form.cleaned_data.get("state") if self.filter_form.is_bound else None
-        if state:
-            queryset = queryset.filter(session_state_q(state, now=timezone.now()))
+        data = self.filter_form.cleaned_data if self.filter_form.is_bound else {}
+        if data.get("state"):
+            queryset = queryset.filter(session_state_q(data["state"], now=timezone.now()))
+        if data.get("route"):
+            # Sessions signed in to the workspace (JSONB containment on the session's routes).
+            queryset = queryset.filter(allowed_routes__contains=[data["route"]])
         return queryset
 
     def get_context_data(self, **kwargs):

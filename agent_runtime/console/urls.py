@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agent_runtime.console import clients, consent, conversations, providers, sessions, workspaces
+from agent_runtime.console import clients, consent, conversations, providers, sessions, tools, workspaces
 
 urlpatterns = [
     path("workspaces/", workspaces.WorkspaceListView.as_view(), name="workspace_list"),
@@ -19,6 +19,7 @@ urlpatterns = [
         providers.ProviderToolDetailView.as_view(),
         name="provider_tool_detail",
     ),
+    path("tools/", tools.ToolListView.as_view(), name="tool_list"),
     path("clients/", clients.ClientListView.as_view(), name="client_list"),
     # "_new" can never be an App ID (those start with a letter or digit), so it never shadows a client.
     path("clients/_new/", clients.ClientCreateView.as_view(), name="client_create"),

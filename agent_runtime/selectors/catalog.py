@@ -389,6 +389,24 @@ def route_catalog(
     )
 
 
+def route_catalogs(routes: Sequence[Route]) -> dict[str, Catalog]:
+    """The route-level catalog (``identity=None``, as the console shows it) of every route in
+    ``routes``, keyed by route key: one query for every provider any of them names, however many
+    routes there are."""
+    effectives = [route_effective(route) for route in routes]
+    names = {
+        source["provider"]
+        for effective in effectives
+        if effective["tools"]["agent_direct"]["enabled"]
+        for source in effective["tools"]["sources"]
+    }
+    providers = load_providers(names)
+    return {
+        route.route_key: route_catalog(route=route, identity=None, effective=effective, providers=providers)
+        for route, effective in zip(routes, effectives, strict=True)
+    }
+
+
 # --- ranking ------------------------------------------------------------------------------------------
 _NON_WORD = re.compile(r"[^\w]+")
 

@@ -8,10 +8,18 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.selectors import approvals_pending_count, invocations_unresolved_count
+from approvals.selectors import (
+    approvals_pending_count,
+    approvals_pending_oldest,
+    invocations_unresolved_count,
+)
 from bailing.audit.models import AuditEvent
+from bailing.ui import tables
 from bailing.ui.nav import Card, NavItem
+from bailing.ui.sections import Panel
 from bailing.ui.tables import utc_iso
+
+PENDING_PANEL_ROWS = 5
 
 
 def _pending(user) -> int | None:
@@ -59,3 +67,46 @@ def dashboard_cards(user) -> list[Card]:
             )
         )
     return cards
+
+
+def dashboard_panels(user) -> list[Panel]:
+    """The approvals that have waited longest, for users who may read the inbox."""
+    if not user.has_perm("agent_runtime.view_toolapproval"):
+        return []
+    pending = approvals_pending_count()
+    table = tables.Table(
+        ["Approval", "Tool", "Client", "Waiting", "Expires"],
+        empty="No tool call is waiting for a decision.",
+    )
+    now = timezone.now()
+    for approval in approvals_pending_oldest(PENDING_PANEL_ROWS) if pending else []:
+        expires = approval.expires_at
+        table.rows.append(
+            [
+                tables.mono(f"#{approval.pk}", href=reverse("console:approval_detail", args=[approval.pk])),
+                tables.Cell(approval.tool, kind="mono", sub=approval.route_key),
+                tables.mono(approval.invocation.client.app_id),
+                tables.Cell(tables.duration((now - approval.created_at).total_seconds()), kind="mono"),
+                tables.Cell(
+                    "in " + tables.duration((expires - now).total_seconds()) if expires else "never",
+                    kind="mono" if expires else "muted",
+                    title=tables.utc_iso(expires) if expires else "",
+                ),
+            ]
+        )
+    if pending > PENDING_PANEL_ROWS:
+        note = f"{pending} pending, the {PENDING_PANEL_ROWS} oldest shown"
+    else:
+        note = f"{pending} pending" if pending else "none pending"
+    return [
+        Panel(
+            order=50,
+            title="Pending approvals",
+            note=note,
+            table=table,
+            more_url=reverse("console:approval_list") + "?status=pending",
+            more_label=f"Open the approvals inbox ({pending} pending)"
+            if pending
+            else "Open the approvals inbox",
+        )
+    ]

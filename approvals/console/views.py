@@ -7,6 +7,7 @@ services, never by the console.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from urllib.parse import urlencode
 
 from django.db.models import Q
@@ -97,6 +98,14 @@ class AuditListView(ConsoleView, ListView):
             )
         return queryset
 
+    @staticmethod
+    def _id_cell(event: AuditEvent) -> tables.Cell:
+        """The event's number; an event not chained yet says so under it (docs/audit.md)."""
+        cell = tables.mono(event.id, href=reverse("console:audit_detail", args=[event.id]))
+        if event.sealed:
+            return cell
+        return replace(cell, sub="unsealed", title="Recorded; not yet given its place in the hash chain")
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         table = tables.Table(
@@ -111,7 +120,7 @@ class AuditListView(ConsoleView, ListView):
             session_url = reverse("console:audit_list") + "?" + urlencode({"session": session})
             table.rows.append(
                 [
-                    tables.mono(event.id, href=reverse("console:audit_detail", args=[event.id])),
+                    self._id_cell(event),
                     tables.time(event.created_at),
                     tables.Cell(event.action, kind="mono", sub=_summary(event)),
                     tables.ident(f"{event.actor_type}: {event.actor}"),
@@ -135,7 +144,8 @@ class AuditDetailView(ConsoleView, DetailView):
 
 
 class AuditVerifyView(ConsoleView, TemplateView):
-    """Recomputes the whole chain on each visit: the answer must come from the rows, not a cache."""
+    """Recomputes the whole chain on each visit: the answer must come from the rows, not a cache.
+    A GET seals nothing: the unsealed tail is reported as it stands."""
 
     permission_required = "bailing.verify_auditevent"
     http_method_names = READ_ONLY
@@ -143,6 +153,8 @@ class AuditVerifyView(ConsoleView, TemplateView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        context["report"] = audit_chain_verify()
-        context["total"] = AuditEvent.objects.count()
+        report = audit_chain_verify()
+        context["report"] = report
+        context["total"] = report.sealed + report.unsealed
+        context["oldest_unsealed_age"] = report.oldest_unsealed_age()
         return context

@@ -1,22 +1,35 @@
-"""Appending to and verifying the hash-chained audit ledger.
+"""Appending to, sealing and verifying the hash-chained audit ledger (design: ``docs/audit.md``).
 
 Every app records its milestones with :func:`audit_record`, so the ledger sits on the ground floor.
 ``audit_record`` must be called inside the transaction of the change it records (services own that
-transaction). Appends are serialised with a transaction-scoped advisory lock so two concurrent
-transactions can never chain onto the same predecessor; each event carries the ``X-Request-Id`` of the
-request being served (``bailing.request_context``), if any; services take it last, after their own row
-locks, so the lock order is always rows → audit chain.
+transaction). An append takes no lock: it inserts the event *unsealed*, with its content hash (over
+the canonical content, ``X-Request-Id`` of the request being served included, if any) and no chain.
+
+:func:`audit_seal` gives unsealed events their place in the chain: under a sealer-only advisory lock,
+in short transactions, it takes the events it can see — only committed ones, at READ COMMITTED — in
+id order, gives each the next dense ``chain_seq`` and ``chain_hash`` = SHA-256(previous chain hash +
+content hash). The chain order is the seal order: an event whose transaction commits late is sealed
+in a later batch. Every append asks for a seal after its transaction commits (non-blocking: when
+another sealer holds the lock, it is left to that one or the next); ``approvals_audit_verify`` and
+``bailing_audit_seal`` seal too.
+
+:func:`audit_chain_verify` recomputes every sealed link in ``chain_seq`` order, checks the content
+hash of every unsealed event too, and reports the unsealed tail (count and oldest).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from bailing.api.hashing import canonical_sha256, sha256_hex
@@ -25,9 +38,30 @@ from bailing.audit.models import AuditEvent
 from bailing.metrics import AUDIT_APPEND_SECONDS
 from bailing.request_context import current_request_id
 
+logger = logging.getLogger("bailing.audit")
+
 GENESIS_HASH = "0" * 64
-# Arbitrary constant naming the audit-chain advisory lock (pg_advisory_xact_lock key space is shared).
-_AUDIT_LOCK_KEY = 0x6261696C696E67  # "bailing"
+# Arbitrary constant naming the sealer's advisory lock (the single-bigint pg_advisory_xact_lock key
+# space is shared with nobody else in the hub). Appends never take it.
+_SEAL_LOCK_KEY = 0x6261696C5345414C  # "bailSEAL"
+# Events sealed per transaction: one batch is a few milliseconds of work under the lock.
+SEAL_BATCH = 500
+# How long an explicit seal (verify, the seal command) waits for a sealer that holds the lock.
+_SEAL_WAIT = "10s"
+# One sealer at a time per process for the after-commit seals: a thread that finds another one of
+# this process sealing leaves the work to it without a database round trip.
+_sealing_here = threading.Lock()
+# The next unsealed events in id order, each with the newest sealed position and chain hash.
+_SEAL_SELECT = (
+    "SELECT e.*, newest.chain_seq AS last_seq, newest.chain_hash AS last_hash "
+    "FROM (SELECT * FROM bailing_auditevent WHERE chain_seq IS NULL {bound}ORDER BY id LIMIT %s) AS e "
+    "LEFT JOIN LATERAL (SELECT chain_seq, chain_hash FROM bailing_auditevent "
+    "WHERE chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1) AS newest ON true ORDER BY e.id"
+)
+_SEAL_UPDATE = (
+    "UPDATE bailing_auditevent AS e SET chain_seq = v.seq, prev_hash = v.prev, chain_hash = v.chain "
+    "FROM (VALUES {rows}) AS v(id, seq, prev, chain) WHERE e.id = v.id AND e.chain_seq IS NULL"
+)
 
 
 def _content(event: AuditEvent) -> dict[str, Any]:
@@ -51,6 +85,9 @@ def _content(event: AuditEvent) -> dict[str, Any]:
 
 def _chain(prev_hash: str, content_hash: str) -> str:
     return sha256_hex(prev_hash + content_hash)
+
+
+# --- appending -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -78,9 +115,10 @@ def audit_record(
     target_id: str = "",
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """Append one event to the chain. Must run inside the caller's transaction.
+    """Append one event to the ledger. Must run inside the caller's transaction.
 
     ``client_app_id`` and ``session_id`` default to the actor's context (an agent's client and session).
+    The event is returned unsealed (``chain_seq`` None); it is sealed after the transaction commits.
     """
     entry = AuditEntry(
         actor=actor,
@@ -96,31 +134,28 @@ def audit_record(
 
 
 def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
-    """Append ``entries`` to the chain in this order, in three round trips whatever their number.
-
-    Must run inside the caller's transaction, like :func:`audit_record`.
+    """Append ``entries`` in this order (ascending ids, so sealed in this order), in two round trips
+    whatever their number. Must run inside the caller's transaction, like :func:`audit_record`.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
     if not entries:
         return []
     with AUDIT_APPEND_SECONDS.time():
-        return _append(entries)
+        events = _append(entries)
+    _seal_after_commit_register()
+    return events
 
 
 def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
     texts = [json.dumps(entry.data or {}, ensure_ascii=False, allow_nan=False) for entry in entries]
     with connection.cursor() as cursor:
-        # One round trip takes the chain lock and gives every ``data`` back as jsonb will store it: the
-        # content hash must be computed over what verification reads back, and jsonb rewrites some
-        # numbers (1e20 comes back as the integer 100000000000000000000).
+        # Every ``data`` back as jsonb will store it: the content hash must be computed over what
+        # verification reads back, and jsonb rewrites some numbers (1e20 comes back as the integer
+        # 100000000000000000000).
         casts = ", ".join(["%s::jsonb::text"] * len(texts))
-        cursor.execute(f"SELECT pg_advisory_xact_lock(%s), {casts}", [_AUDIT_LOCK_KEY, *texts])
-        stored = [json.loads(text) for text in cursor.fetchone()[1:]]
-    # A statement of its own, after the lock is held: a snapshot taken before it could miss the event
-    # the previous holder just committed.
-    last = AuditEvent.objects.order_by("-id").values_list("chain_hash", flat=True).first()
-    prev_hash = last or GENESIS_HASH
+        cursor.execute(f"SELECT {casts}", texts)
+        stored = [json.loads(text) for text in cursor.fetchone()]
     now = timezone.now()
     request_id = current_request_id()
     events = []
@@ -138,11 +173,8 @@ def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
             target_id=entry.target_id,
             data=data,
             request_id=request_id,
-            prev_hash=prev_hash,
         )
         event.content_hash = canonical_sha256(_content(event))
-        event.chain_hash = _chain(prev_hash, event.content_hash)
-        prev_hash = event.chain_hash
         events.append(event)
     if len(events) == 1:
         events[0].save(force_insert=True)
@@ -151,28 +183,174 @@ def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
     return events
 
 
+def _seal_after_commit_register() -> None:
+    """Ask for one seal after the outermost transaction commits (once per transaction)."""
+    pending = transaction.get_connection().run_on_commit
+    if not any(callback is _seal_after_commit for _, callback, _ in pending):
+        transaction.on_commit(_seal_after_commit, robust=True)
+
+
+def _seal_after_commit() -> None:
+    """One non-blocking batch after an append commits. Never fails or waits for the caller: when a
+    sealer already runs (here or in another process), the events are left to it or the next one."""
+    if not _sealing_here.acquire(blocking=False):
+        return
+    try:
+        audit_seal(wait=False, max_batches=1)
+    except Exception as exc:  # the events stay unsealed until the next seal; the change is committed
+        logger.warning("audit seal after commit failed: %s", type(exc).__name__)
+    finally:
+        _sealing_here.release()
+
+
+# --- sealing -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SealReport:
+    sealed: int  # events this call sealed
+    batches: int  # transactions that sealed at least one event
+    busy: bool = False  # a non-blocking call found another sealer holding the lock
+    # Events whose content no longer matched their content hash when sealed: chained anyway (over the
+    # content hash recorded at append), so verification names them for good.
+    mismatched: tuple[int, ...] = field(default=())
+
+
+def audit_seal(
+    *, wait: bool = True, batch_size: int = SEAL_BATCH, max_batches: int | None = None
+) -> SealReport:
+    """Seal the events committed when the call starts, ``batch_size`` per short transaction.
+
+    ``wait=False`` gives up at once when another sealer holds the lock (``busy``); ``wait=True``
+    waits for it (at most ``_SEAL_WAIT``, then raises). Inside an atomic block (tests) the batches
+    run in savepoints of the caller's transaction and seal what it sees, its own events included.
+    """
+    # Events appended after the call starts are left to the next call, so a busy ledger cannot keep
+    # this one going; one batch needs no such bound.
+    upto = None if max_batches == 1 else AuditEvent.objects.aggregate(top=Max("id"))["top"]
+    if upto is None and max_batches != 1:
+        return SealReport(0, 0)
+    sealed = batches = 0
+    mismatched: list[int] = []
+    while max_batches is None or batches < max_batches:
+        outcome = _seal_batch(upto=upto, limit=batch_size, wait=wait)
+        if outcome is None:
+            return SealReport(sealed, batches, busy=True, mismatched=tuple(mismatched))
+        count, bad = outcome
+        if not count:
+            break
+        sealed += count
+        batches += 1
+        mismatched.extend(bad)
+    return SealReport(sealed, batches, mismatched=tuple(mismatched))
+
+
+def _seal_batch(*, upto: int | None, limit: int, wait: bool) -> tuple[int, list[int]] | None:
+    """One sealing transaction: three statements and the commit."""
+    outermost = not transaction.get_connection().in_atomic_block
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            # A lost seal (crash before its WAL reached disk) is only undone, never half-done: its
+            # events are unsealed again and sealed by the next sealer. So the sealer does not wait
+            # for its own fsync; the events themselves committed synchronously.
+            settings = "set_config('synchronous_commit', 'off', true), " if outermost else ""
+            if wait:
+                if outermost:
+                    cursor.execute(f"SELECT {settings}set_config('lock_timeout', %s, true)", [_SEAL_WAIT])
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SEAL_LOCK_KEY])
+            else:
+                cursor.execute(f"SELECT {settings}pg_try_advisory_xact_lock(%s)", [_SEAL_LOCK_KEY])
+                if not cursor.fetchone()[-1]:
+                    return None
+        # A statement of its own, after the lock is held: at READ COMMITTED it sees the previous
+        # sealer's committed work and every event committed so far, nothing in flight.
+        bound = "AND id <= %s " if upto is not None else ""
+        params = [upto, limit] if upto is not None else [limit]
+        events = list(AuditEvent.objects.raw(_SEAL_SELECT.format(bound=bound), params))
+        if not events:
+            return 0, []
+        position = events[0].last_seq or 0
+        prev_hash = events[0].last_hash or GENESIS_HASH
+        values, mismatched = [], []
+        for event in events:
+            if canonical_sha256(_content(event)) != event.content_hash:
+                mismatched.append(event.id)
+                logger.error("audit event %s does not match its content hash; sealed as recorded", event.id)
+            position += 1
+            chain_hash = _chain(prev_hash, event.content_hash)
+            values.extend([event.id, position, prev_hash, chain_hash])
+            prev_hash = chain_hash
+        rows = ", ".join(["(%s::bigint, %s::bigint, %s, %s)"] * len(events))  # placeholders only
+        with connection.cursor() as cursor:
+            cursor.execute(_SEAL_UPDATE.format(rows=rows), values)
+            if cursor.rowcount != len(events):  # sealed meanwhile without the lock: seal nothing
+                raise RuntimeError("audit events were sealed by someone not holding the sealer lock")
+        return len(events), mismatched
+
+
+# --- verifying -----------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class ChainReport:
-    checked: int
+    checked: int  # sealed events whose links hold, in chain order up to the first broken one
     first_broken_id: int | None
     reason: str
+    sealed: int = 0  # sealed events in the ledger
+    unsealed: int = 0  # events not sealed yet (their content hashes are checked too)
+    oldest_unsealed_at: datetime | None = None
 
     @property
     def ok(self) -> bool:
         return self.first_broken_id is None
 
+    def oldest_unsealed_age(self, now: datetime | None = None) -> float | None:
+        """Seconds since the oldest unsealed event was recorded (by the recording process's clock)."""
+        if self.oldest_unsealed_at is None:
+            return None
+        return max(0.0, ((now or timezone.now()) - self.oldest_unsealed_at).total_seconds())
+
 
 def audit_chain_verify(*, batch_size: int = 2000) -> ChainReport:
-    """Recompute every link in id order; report the first event whose link does not hold."""
+    """Recompute every sealed link in ``chain_seq`` order and every unsealed event's content hash,
+    from one snapshot; report the first event that does not hold and the unsealed tail. Read-only:
+    it seals nothing (``approvals_audit_verify`` seals first)."""
+    if transaction.get_connection().in_atomic_block:
+        return _verify(batch_size)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return _verify(batch_size)
+
+
+def _sealed_in_order(batch_size: int) -> Iterator[AuditEvent]:
+    return AuditEvent.objects.filter(chain_seq__isnull=False).order_by("chain_seq").iterator(batch_size)
+
+
+def _verify(batch_size: int) -> ChainReport:
+    unsealed = AuditEvent.objects.filter(chain_seq__isnull=True)
+    tail = unsealed.aggregate(n=Count("id"), oldest=Min("created_at"))
+    sealed_total = AuditEvent.objects.filter(chain_seq__isnull=False).count()
+
+    def report(checked: int, broken: int | None, reason: str) -> ChainReport:
+        return ChainReport(checked, broken, reason, sealed_total, tail["n"], tail["oldest"])
+
     prev_hash = GENESIS_HASH
     checked = 0
-    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=batch_size):
+    for event in _sealed_in_order(batch_size):
         if event.prev_hash != prev_hash:
-            return ChainReport(checked, event.id, "prev_hash does not match the previous event")
+            return report(checked, event.id, "prev_hash does not match the previous event")
         if canonical_sha256(_content(event)) != event.content_hash:
-            return ChainReport(checked, event.id, "content does not match content_hash")
+            return report(checked, event.id, "content does not match content_hash")
         if _chain(prev_hash, event.content_hash) != event.chain_hash:
-            return ChainReport(checked, event.id, "chain_hash does not match")
+            return report(checked, event.id, "chain_hash does not match")
+        if event.chain_seq != checked + 1:
+            return report(checked, event.id, "chain_seq is not the next position")
         prev_hash = event.chain_hash
         checked += 1
-    return ChainReport(checked, None, "ok")
+    for event in unsealed.order_by("id").iterator(batch_size):
+        if event.prev_hash is not None or event.chain_hash is not None:
+            return report(checked, event.id, "unsealed event carries chain hashes")
+        if canonical_sha256(_content(event)) != event.content_hash:
+            return report(checked, event.id, "unsealed event's content does not match content_hash")
+    return report(checked, None, "ok")

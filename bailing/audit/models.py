@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 
 class AuditEvent(models.Model):
     """One audit milestone, recorded by a service in the same transaction as the change it describes.
 
-    Events form a hash chain in ``id`` order: ``content_hash`` is the SHA-256 of the event's canonical
-    content, and ``chain_hash`` = SHA-256(``prev_hash`` + ``content_hash``). Changing, inserting or
-    deleting an event breaks every later link; ``manage.py approvals_audit_verify`` names the first.
-    Rows are never updated or deleted by the application.
+    An event is appended *unsealed*: its ``content_hash`` (SHA-256 of its canonical content) is set,
+    its chain columns are NULL. The sealer (``bailing.audit.ledger.audit_seal``) later gives it the
+    next ``chain_seq`` position and ``chain_hash`` = SHA-256(``prev_hash`` + ``content_hash``), where
+    ``prev_hash`` is the chain hash at position ``chain_seq - 1`` (genesis for the first). Changing,
+    inserting or deleting a sealed event breaks every later link; ``manage.py approvals_audit_verify``
+    names the first. A database trigger refuses every UPDATE and DELETE except that one-time fill of
+    the chain columns of an unsealed event (``docs/audit.md``).
     """
 
     class ActorType(models.TextChoices):
@@ -33,14 +37,24 @@ class AuditEvent(models.Model):
     data = models.JSONField(default=dict, blank=True)
     # X-Request-Id of the request that caused the event ("" outside a request: commands, workers).
     request_id = models.CharField(max_length=128, blank=True, default="", db_index=True)
-    prev_hash = models.CharField(max_length=64)
     content_hash = models.CharField(max_length=64)
-    chain_hash = models.CharField(max_length=64, unique=True)
+    # The chain, filled once by the sealer; NULL while the event is unsealed.
+    chain_seq = models.BigIntegerField(null=True, blank=True, unique=True)
+    prev_hash = models.CharField(max_length=64, null=True, blank=True)
+    chain_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
 
     class Meta:
         app_label = "bailing"
         ordering = ["-id"]
         permissions = [("verify_auditevent", "Can verify the audit chain")]
+        indexes = [
+            # The sealer's work list: unsealed events in id order, however few among many.
+            models.Index(fields=["id"], name="bailing_audit_unsealed", condition=Q(chain_seq__isnull=True)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} #{self.id}"
+
+    @property
+    def sealed(self) -> bool:
+        return self.chain_seq is not None

@@ -252,7 +252,7 @@ def _default_data_dir() -> Path:
     """``BAILING_PGDATA`` (environment or ``.env``, as the settings read it), else ``var/pg``."""
     import environ
 
-    base_dir = Path(__file__).resolve().parents[2]
+    base_dir = Path(os.environ.get("BAILING_HOME") or Path(__file__).resolve().parents[2])  # as settings
     environ.Env.read_env(base_dir / ".env", overwrite=False)
     return Path(os.environ.get("BAILING_PGDATA") or base_dir / "var" / "pg")
 

@@ -24,6 +24,7 @@ BADGE_TONES = {
     "revoked": "bad",
     "denied": "bad",
     "broken": "bad",
+    "missing": "bad",
     # governed tool calls
     "executed": "ok",
     "completed": "ok",
@@ -122,3 +123,21 @@ class Table:
     columns: list[str]
     rows: list[list[Cell]] = field(default_factory=list)
     empty: str = "Nothing to show."
+
+
+def duration(seconds: float | None) -> str:
+    """A short age or lag for people: ``4 s``, ``3 min 5 s``, ``2 h 10 min``, ``3 d 4 h``; ``—`` when
+    unknown."""
+    if seconds is None:
+        return "—"
+    total = round(max(seconds, 0.0))
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    return f"{secs} s"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import reverse
 
 from bailing.ui.nav import Card, NavItem
+from knowledge.console.workspace import indexing_panel
 from knowledge.models import Document, KnowledgeBase
 
 NAV = [NavItem(30, "Knowledge bases", "console:knowledge_list", "knowledge.view_knowledgebase")]
@@ -25,3 +26,7 @@ def dashboard_cards(user) -> list[Card]:
             reverse("console:knowledge_list"),
         )
     ]
+
+
+def dashboard_panels(user):
+    return indexing_panel(user)

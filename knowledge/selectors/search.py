@@ -71,6 +71,7 @@ from knowledge.embeddings import EmbeddingConfigError, EmbeddingError
 from knowledge.lexical import TS_CONFIG, lexical_query
 from knowledge.metrics import SEARCH_LANE_SECONDS
 from knowledge.models import Document, KnowledgeBase
+from knowledge.query_vectors import query_vector_cache
 from knowledge.selectors.scope import KnowledgeScope
 from knowledge.services.providers import embedding_provider_for
 from knowledge.vectors import VECTOR_TABLE, register, vector_storage_ready
@@ -357,6 +358,11 @@ def _query_vector(
 ) -> np.ndarray | None:
     key = _provider_key(kb)
     if key not in cache:
+        remembered = query_vector_cache()
+        known = remembered.get((key, query))
+        if known is not None:
+            cache[key] = known
+    if key not in cache:
         try:
             provider = embedding_provider_for(kb)
             if provider is None:
@@ -364,7 +370,7 @@ def _query_vector(
             rows = provider.embed([query])
             if rows.shape != (1, kb.embedding_dim):
                 raise EmbeddingError("embedding_dimension_mismatch")
-            cache[key] = np.asarray(rows[0], dtype=np.float32)
+            cache[key] = remembered.put((key, query), rows[0])
         except (EmbeddingError, EmbeddingConfigError) as exc:
             logger.warning(
                 "knowledge search: query embedding failed for kb %s (%s)",

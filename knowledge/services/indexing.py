@@ -221,7 +221,7 @@ def _embed_group(items: list[_Prepared], provider: EmbeddingProvider | None) -> 
     kb = items[0].kb
     inputs = [text for item in items for text in item.embed_inputs]
     try:
-        chosen = provider or embedding_provider_for(kb)
+        chosen = provider or embedding_provider_for(kb, for_indexing=True)
         if chosen is None:
             return
         vectors = _embed(kb, chosen, inputs)

@@ -59,6 +59,7 @@ def test_console_pages_carry_the_policy(admin_http):
         ("console:client_detail", ["desk"]),
         ("console:client_create", []),
         ("console:workspace_detail", ["orders"]),
+        ("console:tool_list", []),
         ("console:session_list", []),
         ("console:approval_list", []),
         ("console:audit_list", []),

@@ -35,9 +35,11 @@ def no_vector_storage(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def no_heartbeat(monkeypatch):
-    """These tests run without a database: the heartbeat (tested in test_readiness.py) is left out."""
+    """These tests run without a database: the heartbeat (tested in test_readiness.py) and the audit
+    seal are left out."""
     monkeypatch.setattr(knowledge_worker, "heartbeat_record", lambda worker, started_at: None)
     monkeypatch.setattr(knowledge_worker, "heartbeat_forget", lambda worker: None)
+    monkeypatch.setattr(knowledge_worker, "audit_seal", lambda **kwargs: None)  # test_worker_seal.py
 
 
 def test_an_unreachable_database_is_one_line(no_vector_storage, monkeypatch, caplog):

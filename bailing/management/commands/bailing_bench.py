@@ -1,48 +1,83 @@
-"""HTTP benchmark: req/s of agent endpoints against a bare DRF endpoint, under the real gunicorn config.
+"""HTTP benchmark: agent endpoints against a bare DRF endpoint, interleaved, under the real gunicorn config.
 
-Starts gunicorn (``bailing/gunicorn.conf.py``) on a free loopback port against the configured
-database, creates a throwaway benchmark client / workspace / agent session, a tool provider whose
-inline spec has 50 operations (stored through ``provider_spec_store``, as a refresh would) and a
-knowledge base holding the demo knowledge (indexed with the local MiniLM model), drives
-each endpoint with ``wrk`` (POST bodies through a small Lua script) or a built-in keep-alive load
-generator when wrk is not installed, prints req/s, latency and the SQL query count of one request,
-then removes what it created. Figures are only comparable within one run: the machine is shared, so
-the ratio to the bare endpoint is the figure to quote.
+Starts the hub under ``bailing/gunicorn.conf.py`` on a loopback port (``BAILING_DEBUG`` off, workers
+never recycled, ``--workers`` / ``--threads`` / ``--worker-class`` / ``--port``) against the configured
+database, and a Demo Shop for the tool-invocation endpoint. It creates a throwaway benchmark client,
+two workspaces (one with inline knowledge, one without), an agent session, a tool provider whose inline
+spec has 50 operations (stored through ``provider_spec_store``, as a refresh would), a knowledge base
+holding the demo knowledge (indexed with the local MiniLM model) and the Demo Shop provider of
+``bailing_bench_calls``; it removes them afterwards.
 
-``--suite invocations`` runs ``bailing_bench_calls`` instead: the governance overhead of a tool call
-through the hub over the same signed business request sent directly.
+Each endpoint is first called once in process to count the SQL it sends (libpq's protocol trace:
+statements without BEGIN/COMMIT/SAVEPOINT/RELEASE, and round trips) and to check it answers, then
+warmed up. Then ``--rounds`` rounds each run the bare endpoint, every selected endpoint (in an order
+rotated per round) and the bare endpoint again, ``--duration`` seconds each with ``wrk`` (a Lua script;
+a Python keep-alive loop when wrk is not installed). Per run: req/s, p50/p99 latency, errors, and the
+CPU time (utime + stime from ``/proc``) of the gunicorn master and its workers plus every process of
+the local PostgreSQL server (the postmaster and its children, autovacuum and checkpointer included)
+divided by the requests answered. Per endpoint the report gives the median over rounds of its req/s ÷
+the same round's bare req/s, and of the bare CPU per request ÷ its CPU per request. Other load on the
+machine is not counted in the CPU figures, but it slows both sides of a ratio.
+
+Knowledge searches, capability searches, MCP searches and new turns rotate through
+:data:`BENCH_QUERIES` and put a fresh order number into every query, so no query text repeats within
+or across runs: a cache of query vectors cannot flatter the figures.
+
+``--json`` writes every figure (machine, options, per-round raw numbers, medians, git commit);
+``--plot`` draws the ratios per endpoint (with ``--baseline OLD.json``: before and after, and the
+goal of each endpoint). ``--suite invocations`` runs ``bailing_bench_calls`` instead: the governance
+overhead of a tool call through the hub over the same signed business request sent directly.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import re
+import secrets
 import shutil
-import subprocess
-import tempfile
-import threading
-import time
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
-from django.db import connection
+from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections, connection
 from django.test import Client as DjangoClient
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_runtime.identity import AgentIdentity
-from agent_runtime.models import AgentSession, Client, Route, ToolProvider
+from agent_runtime.models import AgentSession, Client, Route, ToolInvocation, ToolProvider
 from agent_runtime.selectors.catalog import route_catalog
 from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
 from bailing.audit.actor import Actor
-from bailing.benchmarks import gunicorn_running
+from bailing.benchmarks import (
+    CLOCK_TICKS,
+    HEX_MARK,
+    NUMBER_MARK,
+    RUN_NUMBER_SPAN,
+    LoadResult,
+    LoadSpec,
+    body_for,
+    database_url,
+    git_commit,
+    gunicorn_server,
+    libpq_traced,
+    machine_info,
+    median,
+    parse_libpq_trace,
+    plot_ratios,
+    postmaster_pid,
+    process_table,
+    python_load,
+    round_figures,
+    tree_ticks,
+    wrk_load,
+)
+from bailing.front.launcher import stop_process
+from bailing.management.commands import bailing_bench_calls as calls
 from knowledge.config import validate_knowledge_base_config
 from knowledge.models import KnowledgeBase
 from knowledge.services.agent_knowledge import agent_knowledge_search
@@ -50,13 +85,76 @@ from knowledge.services.bases import knowledge_base_delete, knowledge_base_upser
 from knowledge.services.documents import documents_put_files
 from knowledge.services.indexing import documents_index
 
+RESULT_SCHEMA = "bailing_bench.v1"
 BENCH_KEY = "bench-workspace"
+BENCH_PLAIN_KEY = "bench-workspace-plain"  # the same tools, no knowledge
 BENCH_CLIENT = "bench-agent"
 BENCH_PROVIDER = "bench-tools"
 BENCH_KB = "bench-knowledge"
-KNOWLEDGE_QUERY = {"query": "how long does a refund take to reach the customer", "limit": 3}
 BENCH_TOOL_COUNT = 50
-SEARCH_BODY = {"query": "refund the latest order of a customer", "limit": 12}
+# Questions an agent of the demo shop's support desk asks; each request appends a fresh order number.
+BENCH_QUERIES = (
+    "how long does a refund take to reach the customer",
+    "refund the latest order of a customer",
+    "can a customer get a refund for an order that is still processing",
+    "who has to approve a refund above 500",
+    "is a partial refund allowed",
+    "how long does a bank transfer refund take",
+    "the parcel has not arrived after two weeks, what can we do",
+    "where is the shipment and when will it be delivered",
+    "can the delivery address be changed after shipping",
+    "how do I cancel an order that has not shipped yet",
+    "the customer wants to cancel after the order was shipped",
+    "what happens to a coupon when an order is cancelled",
+    "how many days does the customer have to return an item",
+    "the returned item arrived damaged, is the refund still paid",
+    "who pays the return shipping costs",
+    "can an opened product be returned",
+    "exchange a pair of shoes for a different size",
+    "the customer was charged twice for the same order",
+    "what is the refund id and where does the customer see it",
+    "the order shows delivered but the customer has nothing",
+    "express shipping was paid but the parcel came late",
+    "can we ship to a post office box",
+    "how are international shipments handled at customs",
+    "which carrier delivers orders to the islands",
+    "the tracking number does not work",
+    "a gift order should not show prices on the packing slip",
+    "split an order into two shipments",
+    "the customer wants an invoice with a company name",
+    "correct the VAT number on an invoice",
+    "send the invoice again by email",
+    "a coupon code was not applied at checkout",
+    "the loyalty points are missing after a purchase",
+    "list the open support tickets of this customer",
+    "escalate a ticket about a missing refund",
+    "the customer is angry about a late delivery, offer compensation",
+    "is there a restocking fee for large items",
+    "return an item bought during the holiday sale",
+    "can a refund go to a different card",
+    "the card on file has expired, where does the refund go",
+    "refund only the shipping fee",
+    "the customer received the wrong colour",
+    "one item of the order is missing from the parcel",
+    "the order was cancelled by mistake, can it be restored",
+    "what does the status processing mean",
+    "how long do we keep an order before it is shipped",
+    "reserve stock for a customer who will pay tomorrow",
+    "the product is out of stock, when will it be back",
+    "change the quantity of an order that is already paid",
+    "can two orders be combined into one delivery",
+    "the customer moved, update the address on the next order",
+    "退款多久能到账",
+    "订单已经发货了还能取消吗",
+    "退货的运费由谁承担",
+    "the courier left the parcel with a neighbour",
+    "the customer refuses to sign for the delivery",
+    "what proof do we need for a damaged item claim",
+    "refund a customer who paid with a gift card",
+    "the customer asks for a refund after 45 days",
+    "approve the pending refund request",
+    "check the payment status before shipping",
+)
 # A workspace of 50 tools in a handful of domains, so lexical ranking has real work to do.
 _DOMAINS = (
     "order",
@@ -71,6 +169,27 @@ _DOMAINS = (
     "report",
 )
 _ACTIONS = ("get", "search", "list", "create", "update")
+MCP_VERSION = "2026-07-28"
+INVOCATION_KEY = "tool_invocation_read"
+INVOCATION_NAME = f"POST tool-invocations ({calls.READ[0]}, readonly)"
+
+
+def query_text(index: int) -> str:
+    """The ``index``-th benchmark question (cycling) with the fresh order number marker."""
+    return f"{BENCH_QUERIES[index % len(BENCH_QUERIES)]} (order SO-{NUMBER_MARK})"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One endpoint under load: ``goal`` is its req/s ratio goal (issue 14), ``sql_goal`` its goal for
+    SQL statements per request, ``check`` validates the in-process answer (``None``: any 200)."""
+
+    key: str
+    name: str
+    load: LoadSpec
+    goal: float | None = None
+    sql_goal: int | None = None
+    check: object = None
 
 
 def _bench_spec() -> dict:
@@ -113,135 +232,16 @@ def _bench_spec() -> dict:
     return {"openapi": "3.1.0", "info": {"title": "Benchmark tools", "version": "1"}, "paths": paths}
 
 
-def _python_load(
-    port: int,
-    path: str,
-    headers: dict[str, str],
-    seconds: float,
-    connections: int,
-    method: str = "GET",
-    body: bytes | None = None,
-) -> dict:
-    """Keep-alive request loop on ``connections`` threads; returns req/s and latency percentiles."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
-    errors = [0]
-
-    def worker(index: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        local: list[float] = []
-        sent = 0
-        while time.monotonic() < stop_at:
-            sent += 1
-            payload = body.replace(UNIQUE, f"{index}-{sent}-{stop_at}".encode()) if body else body
-            started = time.perf_counter()
-            conn.request(method, path, body=payload, headers=headers)
-            response = conn.getresponse()
-            response.read()
-            if response.status != 200:
-                errors[0] += 1
-            local.append(time.perf_counter() - started)
-        with lock:
-            latencies.extend(local)
-
-    threads = [threading.Thread(target=worker, args=(index,)) for index in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    latencies.sort()
-    count = len(latencies)
-    return {
-        "rps": count / seconds,
-        "p50_ms": latencies[count // 2] * 1000 if count else 0.0,
-        "p99_ms": latencies[int(count * 0.99)] * 1000 if count else 0.0,
-        "errors": errors[0],
-        "tool": "python",
-    }
-
-
-# A body containing this marker gets a unique value substituted on every request (turn creation).
-UNIQUE = b"%UNIQUE%"
-_UNIQUE_LUA = """
-local threads = 0
-function setup(thread)
-  threads = threads + 1
-  thread:set("tid", threads)
-end
-local counter = 0
-function request()
-  counter = counter + 1
-  local id = tostring(tid) .. "-" .. tostring(counter) .. "-NONCE"
-  local payload = string.gsub(wrk.body, "%%UNIQUE%%", id)
-  return wrk.format(nil, nil, nil, payload)
-end
-"""
-
-
-def _lua_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _wrk_load(
-    port: int,
-    path: str,
-    headers: dict[str, str],
-    seconds: float,
-    connections: int,
-    method: str = "GET",
-    body: bytes | None = None,
-) -> dict:
-    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{int(seconds)}s", "--latency"]
-    for name, value in headers.items():
-        cmd += ["-H", f"{name}: {value}"]
-    script = None
-    if method != "GET" or body is not None:
-        # wrk sends a body only from a Lua script; the body is ASCII JSON, so a quoted string will do.
-        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
-            handle.write(f"wrk.method = {_lua_string(method)}\n")
-            handle.write(f"wrk.body = {_lua_string((body or b'').decode('ascii'))}\n")
-            if body and UNIQUE in body:
-                # Every request gets fresh identifiers: thread number, counter and a run nonce.
-                handle.write(_UNIQUE_LUA.replace("NONCE", str(time.time_ns())))
-            script = handle.name
-        cmd += ["-s", script]
-    cmd.append(f"http://127.0.0.1:{port}{path}")
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    finally:
-        if script:
-            os.unlink(script)
-
-    def latency(label: str) -> float:
-        match = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        if not match:
-            return 0.0
-        value, unit = float(match.group(1)), match.group(2)
-        return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
-
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-        "p50_ms": latency("50%"),
-        "p99_ms": latency("99%"),
-        "errors": int(non2xx.group(1)) if non2xx else 0,
-        "tool": "wrk",
-    }
-
-
-MCP_VERSION = "2026-07-28"
-
-
-def _mcp_body(method: str, params: dict) -> bytes:
+def _mcp_body(method: str, params: dict) -> str:
     """A 2026-07-28 MCP request (the per-request envelope in ``params._meta``)."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
     }
     return json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    ).encode("ascii")
+        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}},
+        ensure_ascii=False,
+    )
 
 
 def _mcp_headers(base: dict[str, str], method: str, name: str | None = None) -> dict[str, str]:
@@ -252,28 +252,63 @@ def _mcp_headers(base: dict[str, str], method: str, name: str | None = None) -> 
     return headers
 
 
+def _mcp_ok(response) -> None:
+    # A JSON-RPC error or a failed tool is still HTTP 200: measure only calls that worked.
+    answer = response.json()
+    if "result" not in answer or answer["result"].get("isError"):
+        raise CommandError(f"the MCP call answered {answer}")
+
+
+def _invocation_ok(response) -> None:
+    if response.json().get("state") != "executed":
+        raise CommandError(f"the tool invocation answered {response.json().get('state')}")
+
+
+def _json(value: dict) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 class Command(BaseCommand):
-    help = "Benchmark agent endpoints against a bare DRF endpoint under the gunicorn config."
+    help = "Benchmark agent endpoints against a bare DRF endpoint, interleaved, under the gunicorn config."
 
     def add_arguments(self, parser):
-        parser.add_argument("--seconds", type=float, default=10.0)
+        parser.add_argument(
+            "--duration",
+            "--seconds",
+            dest="duration",
+            type=float,
+            default=10.0,
+            help="seconds per run (wrk counts whole seconds; default 10)",
+        )
+        parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3, min 1)")
+        parser.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per endpoint")
         parser.add_argument("--connections", type=int, default=16)
-        parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default: config)")
+        calls.add_server_arguments(parser)
         parser.add_argument(
             "--suite",
             choices=("endpoints", "invocations"),
             default="endpoints",
-            help="endpoints: req/s of agent endpoints against a bare DRF endpoint; invocations: the "
-            "governed call path against the same signed call sent directly (bailing_bench_calls)",
+            help="endpoints: agent endpoints against a bare DRF endpoint; invocations: the governed call "
+            "path against the same signed call sent directly (bailing_bench_calls)",
         )
         parser.add_argument(
             "--only",
             action="append",
             metavar="TEXT",
-            help="run only the endpoints whose label contains TEXT (repeatable; the bare endpoint "
+            help="run only the endpoints whose name or key contains TEXT (repeatable; the bare endpoint "
             "always runs, it is the reference)",
         )
+        parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write all figures")
+        parser.add_argument("--plot", type=Path, default=None, metavar="PATH.png", help="draw the ratios")
+        parser.add_argument(
+            "--baseline",
+            type=Path,
+            default=None,
+            metavar="OLD.json",
+            help="an earlier --json result: the plot shows before/after, the table a before column",
+        )
 
+    # --- fixtures --------------------------------------------------------------------------------------
     def _knowledge_base(self) -> None:
         actor = Actor.system("bailing_bench")
         data = validate_knowledge_base_config(
@@ -303,26 +338,38 @@ class Command(BaseCommand):
         )
         client, _ = Client.objects.update_or_create(
             app_id=BENCH_CLIENT,
-            defaults={"name": "Benchmark agent", "hub_consent": True, "allowed_routes": [BENCH_KEY]},
+            defaults={
+                "name": "Benchmark agent",
+                "hub_consent": True,
+                "allowed_routes": [BENCH_KEY, BENCH_PLAIN_KEY],
+                "rate_limit_per_min": 0,
+            },
         )
+        tools = {
+            "sources": [{"provider": BENCH_PROVIDER, "allow": ["*"]}],
+            "agent_direct": {
+                "enabled": True,
+                "write_tools": [
+                    f"{domain}_{action}" for domain in _DOMAINS for action in ("create", "update")
+                ],
+            },
+        }
+        common = {
+            "target_config": {"system_prompt": "Benchmark."},
+            "agent_client": {"enabled": True},
+            "permission": "readwrite",
+            "tools": tools,
+        }
         route, _ = Route.objects.update_or_create(
             route_key=BENCH_KEY,
             defaults={
+                **common,
                 "name": "Benchmark workspace",
-                "target_config": {"system_prompt": "Benchmark."},
-                "agent_client": {"enabled": True},
-                "permission": "readwrite",
                 "knowledge": {"kb_id": BENCH_KB, "top_k": 4, "min_score": 0.3},
-                "tools": {
-                    "sources": [{"provider": BENCH_PROVIDER, "allow": ["*"]}],
-                    "agent_direct": {
-                        "enabled": True,
-                        "write_tools": [
-                            f"{domain}_{action}" for domain in _DOMAINS for action in ("create", "update")
-                        ],
-                    },
-                },
             },
+        )
+        Route.objects.update_or_create(
+            route_key=BENCH_PLAIN_KEY, defaults={**common, "name": "Benchmark workspace without knowledge"}
         )
         access = new_secret(ACCESS_TOKEN_PREFIX)
         now = timezone.now()
@@ -331,9 +378,9 @@ class Command(BaseCommand):
             device_label="benchmark",
             principal={"id": "bench"},
             on_behalf_of="bench",
-            allowed_routes=[BENCH_KEY],
+            allowed_routes=[BENCH_KEY, BENCH_PLAIN_KEY],
             access_token_hash=secret_hash(access),
-            access_expires_at=now + timedelta(minutes=15),
+            access_expires_at=now + timedelta(hours=4),
             refresh_expires_at=now + timedelta(days=1),
         )
         return access, route, session
@@ -343,157 +390,542 @@ class Command(BaseCommand):
         if kb is not None:
             knowledge_base_delete(kb=kb, actor=Actor.system("bailing_bench"))
         Client.objects.filter(app_id=BENCH_CLIENT).delete()
-        Route.objects.filter(route_key=BENCH_KEY).delete()
+        Route.objects.filter(route_key__in=[BENCH_KEY, BENCH_PLAIN_KEY]).delete()
         ToolProvider.objects.filter(name=BENCH_PROVIDER).delete()
+        calls.calls_cleanup()
 
-    def _queries(
-        self, path: str, headers: dict[str, str], method: str = "GET", body: bytes | None = None
-    ) -> int:
-        django_client = DjangoClient()
+    def _targets(self, nonce: str, invocation: tuple[str, str] | None) -> list[Target]:
+        access, route, session = self._fixtures()
+        identity = AgentIdentity(session=session, client=session.client)
+        catalog = route_catalog(route=route, identity=identity)
+        auth = {"Authorization": f"Bearer {access}"}
+        json_auth = {**auth, "Content-Type": "application/json"}
+        api = "/agent-api/v1"
+        knowledge_path = f"{api}/workspaces/{BENCH_KEY}/knowledge"
+        hints = agent_knowledge_search(
+            identity=identity,
+            route_key=BENCH_KEY,
+            query="how long does a refund take to reach the customer",
+            limit=3,
+        )["hints"]
+        if not hints:
+            raise CommandError("the benchmark knowledge search found nothing to read")
+        queries = range(len(BENCH_QUERIES))
+
+        def turn_bodies(prefix: str) -> tuple[str, ...]:
+            return tuple(
+                _json(
+                    {
+                        "client_conversation_id": f"{prefix}-{nonce}-{NUMBER_MARK}",
+                        "client_turn_id": "turn-1",
+                        "user_message_id": f"message-{NUMBER_MARK}",
+                        "user_input": query_text(index),
+                    }
+                )
+                for index in queries
+            )
+
+        replay = _json(
+            {
+                "client_conversation_id": f"replay-{nonce}",
+                "client_turn_id": "turn-1",
+                "user_message_id": "message-replay",
+                "user_input": "Where is order 1042, and can the customer get a refund?",
+            }
+        )
+        mcp_search = tuple(
+            _mcp_body(
+                "tools/call", {"name": "search_knowledge", "arguments": {"query": query_text(i), "limit": 3}}
+            )
+            for i in queries
+        )
+        targets = [
+            Target("bare", "bare DRF endpoint", LoadSpec("GET", f"{api}/_bench/bare", {})),
+            Target("workspaces", "GET /workspaces", LoadSpec("GET", f"{api}/workspaces", auth), goal=0.5),
+            Target(
+                "bootstrap",
+                "GET /workspaces/:key/bootstrap",
+                LoadSpec("GET", f"{api}/workspaces/{BENCH_KEY}/bootstrap", auth),
+                goal=0.5,
+                sql_goal=2,
+            ),
+            Target(
+                "capability_search",
+                f"POST capabilities/search ({catalog.authorized_total} tools)",
+                LoadSpec(
+                    "POST",
+                    f"{api}/workspaces/{BENCH_KEY}/capabilities/search",
+                    json_auth,
+                    tuple(_json({"query": query_text(i), "limit": 12}) for i in queries),
+                ),
+                goal=0.4,
+            ),
+            Target(
+                "tool_detail",
+                "GET /tools/:name (detail)",
+                LoadSpec(
+                    "GET",
+                    f"{api}/tools/refund_get?route={BENCH_KEY}&capability_revision={catalog.revision}",
+                    auth,
+                ),
+                goal=0.4,
+            ),
+            Target(
+                "knowledge_search",
+                "POST knowledge/search (hybrid, 3 hints)",
+                LoadSpec(
+                    "POST",
+                    f"{knowledge_path}/search",
+                    json_auth,
+                    tuple(_json({"query": query_text(i), "limit": 3}) for i in queries),
+                ),
+                goal=0.15,
+            ),
+            Target(
+                "knowledge_read",
+                "POST knowledge/read (16 KiB page)",
+                LoadSpec(
+                    "POST",
+                    f"{knowledge_path}/read",
+                    json_auth,
+                    (_json({"ref": hints[0]["ref"], "max_bytes": 16384}),),
+                ),
+            ),
+            Target(
+                "turn_new_knowledge",
+                "POST turns (new turn, inline knowledge)",
+                LoadSpec("POST", f"{api}/workspaces/{BENCH_KEY}/turns", json_auth, turn_bodies("bench")),
+                goal=0.15,
+                sql_goal=12,
+            ),
+            Target(
+                "turn_new",
+                "POST turns (new turn, no knowledge)",
+                LoadSpec(
+                    "POST", f"{api}/workspaces/{BENCH_PLAIN_KEY}/turns", json_auth, turn_bodies("plain")
+                ),
+                goal=0.3,
+                sql_goal=12,
+            ),
+            Target(
+                "turn_replay",
+                "POST turns (idempotent replay)",
+                LoadSpec("POST", f"{api}/workspaces/{BENCH_KEY}/turns", json_auth, (replay,)),
+                goal=0.4,
+            ),
+            Target(
+                "mcp_tools_list",
+                "MCP tools/list",
+                LoadSpec(
+                    "POST",
+                    f"/mcp/{BENCH_KEY}",
+                    _mcp_headers(json_auth, "tools/list"),
+                    (_mcp_body("tools/list", {}),),
+                ),
+                check=_mcp_ok,
+            ),
+            Target(
+                "mcp_search_knowledge",
+                "MCP tools/call search_knowledge (limit 3)",
+                LoadSpec(
+                    "POST",
+                    f"/mcp/{BENCH_KEY}",
+                    _mcp_headers(json_auth, "tools/call", "search_knowledge"),
+                    mcp_search,
+                ),
+                check=_mcp_ok,
+            ),
+        ]
+        if invocation is not None:
+            calls_access, revision = invocation
+            body = {
+                "invocation_id": HEX_MARK,
+                "route": calls.ROUTE,
+                "tool": calls.READ[0],
+                "arguments": calls.READ[1],
+                "capability_revision": revision,
+            }
+            targets.append(
+                Target(
+                    INVOCATION_KEY,
+                    INVOCATION_NAME,
+                    LoadSpec(
+                        "POST",
+                        f"{api}/tool-invocations",
+                        {"Authorization": f"Bearer {calls_access}", "Content-Type": "application/json"},
+                        (_json(body),),
+                    ),
+                    goal=0.3,
+                    check=_invocation_ok,
+                )
+            )
+        return targets
+
+    # --- measuring -------------------------------------------------------------------------------------
+    def _sql(self, target: Target, nonce: str) -> dict:
+        """Send the request twice in process (the first warms caches, e.g. ``last_seen_at``) and trace
+        what the second sends to PostgreSQL."""
+        spec = target.load
+        client = DjangoClient()
         extra = {
-            "HTTP_" + k.upper().replace("-", "_"): v
-            for k, v in headers.items()
-            if k.lower() != "content-type"
+            "HTTP_" + name.upper().replace("-", "_"): value
+            for name, value in spec.headers.items()
+            if name.lower() != "content-type"
         }
         extra["HTTP_HOST"] = "127.0.0.1"
-
         sent = [0]
 
         def send():
-            if method == "GET":
-                return django_client.get(path, **extra)
             sent[0] += 1
-            payload = (body or b"").replace(UNIQUE, f"count-{sent[0]}-{time.time_ns()}".encode())
-            return django_client.generic(method, path, payload, content_type="application/json", **extra)
+            if spec.method == "GET":
+                return client.get(spec.path, **extra)
+            body = body_for(
+                spec.bodies[sent[0] % len(spec.bodies)],
+                number=9 * RUN_NUMBER_SPAN * 100 + sent[0],
+                hex_nonce=nonce[:40] + "ffffffff",
+                thread=0,
+                counter=sent[0],
+            )
+            return client.generic(
+                spec.method, spec.path, body.encode(), content_type="application/json", **extra
+            )
 
-        send()  # warm: first request may touch last_seen_at
-        with CaptureQueriesContext(connection) as ctx:
+        def checked(response):
+            if response.status_code != 200:
+                raise CommandError(
+                    f"{target.name} answered {response.status_code}: {response.content[:300]!r}"
+                )
+            if target.check is not None:
+                target.check(response)
+
+        checked(send())
+        # The test client does not run close_old_connections around a request (gunicorn's requests
+        # do): run it here, so the connection health check (CONN_HEALTH_CHECKS) a served request
+        # pays is counted too. Once before the trace, so an old connection is replaced outside it.
+        close_old_connections()
+        connection.ensure_connection()
+        with libpq_traced(connection) as trace:
+            close_old_connections()
             response = send()
-        if response.status_code != 200:
-            raise RuntimeError(f"{path} answered {response.status_code}")
-        if path.startswith("/mcp/"):
-            # A JSON-RPC error or a failed tool is still HTTP 200: measure only calls that worked.
-            answer = response.json()
-            if "result" not in answer or answer["result"].get("isError"):
-                raise RuntimeError(f"{path} answered {answer}")
-        return len(ctx.captured_queries)
+        checked(response)
+        count = parse_libpq_trace(trace[0])
+        return {
+            "statements": count.statements,
+            "round_trips": count.round_trips,
+            "transaction_control": count.transaction_control,
+            "texts": [text[:160] for text in count.texts],
+        }
+
+    def _cpu(self, roots: dict[str, int | None]) -> dict[str, int | None]:
+        table = process_table()
+        return {name: (tree_ticks(table, [pid]) if pid else None) for name, pid in roots.items()}
+
+    def _run(
+        self, port: int, target: Target, seconds: float, options: dict, run_index: int, nonce: str, roots
+    ):
+        load = wrk_load if shutil.which("wrk") else python_load
+        before = self._cpu(roots)
+        result: LoadResult = load(
+            port,
+            target.load,
+            seconds=seconds,
+            connections=options["connections"],
+            base=(run_index + 1) * RUN_NUMBER_SPAN,
+            hex_nonce=f"{nonce[:40]}{run_index:08x}",
+        )
+        after = self._cpu(roots)
+        ticks = {
+            name: (after[name] - before[name])
+            if after[name] is not None and before[name] is not None
+            else None
+            for name in roots
+        }
+        # Without a visible PostgreSQL (a remote server), the CPU figures are gunicorn's alone.
+        total = (
+            None if ticks["gunicorn"] is None else sum(value for value in ticks.values() if value is not None)
+        )
+        return {
+            "requests": result.requests,
+            "seconds": result.seconds,
+            "rps": result.rps,
+            "errors": result.errors,
+            "timeouts": result.timeouts,
+            "p50_ms": result.p50_ms,
+            "p99_ms": result.p99_ms,
+            "cpu_ticks": total,
+            "cpu_ticks_gunicorn": ticks.get("gunicorn"),
+            "cpu_ticks_postgres": ticks.get("postgres"),
+            "tool": result.tool,
+        }
+
+    def _progress(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
 
     def handle(self, *args, **options):
         if options["suite"] == "invocations":
             call_command(
                 "bailing_bench_calls",
-                seconds=options["seconds"],
+                seconds=options["duration"],
                 connections=min(options["connections"], 8),
                 workers=options["workers"],
+                threads=options["threads"],
+                worker_class=options["worker_class"],
+                port=options["port"],
                 stdout=self.stdout,
             )
             return
-        access, route, session = self._fixtures()
-        catalog = route_catalog(route=route, identity=AgentIdentity(session=session, client=session.client))
-        auth = {"Authorization": f"Bearer {access}"}
-        json_auth = {**auth, "Content-Type": "application/json"}
-        search_body = json.dumps(SEARCH_BODY).encode("ascii")
-        detail_path = (
-            f"/agent-api/v1/tools/refund_get?route={BENCH_KEY}&capability_revision={catalog.revision}"
-        )
-        turns_path = f"/agent-api/v1/workspaces/{BENCH_KEY}/turns"
-        turn_new = json.dumps(
-            {
-                "client_conversation_id": "bench-%UNIQUE%",
-                "client_turn_id": "turn-1",
-                "user_message_id": "message-%UNIQUE%",
-                "user_input": "Where is order 1042, and can the customer get a refund?",
-            }
-        ).encode("ascii")
-        turn_replay = turn_new.replace(UNIQUE, b"replay")
-        knowledge_path = f"/agent-api/v1/workspaces/{BENCH_KEY}/knowledge"
-        hints = agent_knowledge_search(
-            identity=AgentIdentity(session=session, client=session.client),
-            route_key=BENCH_KEY,
-            **KNOWLEDGE_QUERY,
-        )["hints"]
-        if not hints:
-            raise RuntimeError("the benchmark knowledge search found nothing to read")
-        read_body = json.dumps({"ref": hints[0]["ref"], "max_bytes": 16384}).encode("ascii")
-        mcp_list = _mcp_body("tools/list", {})
-        mcp_search = _mcp_body(
-            "tools/call",
-            {"name": "search_knowledge", "arguments": {"query": KNOWLEDGE_QUERY["query"], "limit": 3}},
-        )
-        # (label, method, path, headers, body)
-        targets: list[tuple[str, str, str, dict[str, str], bytes | None]] = [
-            ("bare DRF endpoint", "GET", "/agent-api/v1/_bench/bare", {}, None),
-            ("GET /workspaces", "GET", "/agent-api/v1/workspaces", auth, None),
-            (
-                f"GET /workspaces/{BENCH_KEY}/bootstrap",
-                "GET",
-                f"/agent-api/v1/workspaces/{BENCH_KEY}/bootstrap",
-                auth,
-                None,
-            ),
-            (
-                f"POST capabilities/search ({catalog.authorized_total} tools)",
-                "POST",
-                f"/agent-api/v1/workspaces/{BENCH_KEY}/capabilities/search",
-                json_auth,
-                search_body,
-            ),
-            ("GET /tools/:name (detail)", "GET", detail_path, auth, None),
-            (
-                "POST knowledge/search (hybrid, 3 hints)",
-                "POST",
-                f"{knowledge_path}/search",
-                json_auth,
-                json.dumps(KNOWLEDGE_QUERY).encode("ascii"),
-            ),
-            ("POST knowledge/read (16 KiB page)", "POST", f"{knowledge_path}/read", json_auth, read_body),
-            ("POST turns (new turn, inline knowledge)", "POST", turns_path, json_auth, turn_new),
-            ("POST turns (idempotent replay)", "POST", turns_path, json_auth, turn_replay),
-            ("MCP tools/list", "POST", f"/mcp/{BENCH_KEY}", _mcp_headers(json_auth, "tools/list"), mcp_list),
-            (
-                "MCP tools/call search_knowledge (limit 3)",
-                "POST",
-                f"/mcp/{BENCH_KEY}",
-                _mcp_headers(json_auth, "tools/call", "search_knowledge"),
-                mcp_search,
-            ),
-        ]
-        if options["only"]:
-            targets = [targets[0]] + [
-                target for target in targets[1:] if any(text in target[0] for text in options["only"])
-            ]
-        load = _wrk_load if shutil.which("wrk") else _python_load
-        results = []
+        if options["rounds"] < 1:
+            raise CommandError("--rounds must be at least 1")
+        if options["duration"] <= 0 or options["connections"] < 1 or options["warmup"] < 0:
+            raise CommandError("--duration and --connections must be positive, --warmup not negative")
+        if options["plot"] is not None:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise CommandError("--plot needs matplotlib (pip install 'matplotlib>=3.8')") from None
+        baseline = None
+        if options["baseline"] is not None:
+            try:
+                baseline = json.loads(options["baseline"].read_text())
+            except (OSError, ValueError) as error:
+                raise CommandError(f"--baseline: {error}") from None
+            if baseline.get("schema") != RESULT_SCHEMA:
+                raise CommandError(f"--baseline is not a {RESULT_SCHEMA} result")
+        server_options = calls.server_options(options)
+        started_at = datetime.now(UTC)
+        machine_before = machine_info()
+        nonce = secrets.token_hex(20)
+        wanted = options["only"]
+        shop = None
         try:
-            with gunicorn_running(
-                workers=options["workers"], extra_env={"BAILING_BENCH_ENDPOINTS": "true"}
-            ) as port:
-                for index, (name, method, path, headers, body) in enumerate(targets, 1):
-                    self.stdout.write(
-                        f"[{index}/{len(targets)}] {name}: warming up, then {options['seconds']:.0f} s ..."
-                    )
-                    self.stdout.flush()
-                    load(port, path, headers, 2, options["connections"], method, body)
-                    result = load(
-                        port, path, headers, options["seconds"], options["connections"], method, body
-                    )
-                    bare = path == "/agent-api/v1/_bench/bare"
-                    queries = 0 if bare else self._queries(path, headers, method, body)
-                    results.append((name, result, queries))
+            invocation = None
+            if not wanted or any(text in INVOCATION_KEY or text in INVOCATION_NAME for text in wanted):
+                shop, base_url, secret = calls.demo_shop_start()
+                calls_session, calls_access = calls.calls_fixtures(base_url, secret)
+                revision = route_catalog(
+                    route=Route.objects.get(route_key=calls.ROUTE),
+                    identity=AgentIdentity(session=calls_session, client=calls_session.client),
+                ).revision
+                invocation = (calls_access, revision)
+            targets = self._targets(nonce, invocation)
+            if wanted:
+                targets = [targets[0]] + [
+                    target
+                    for target in targets[1:]
+                    if any(text in target.name or text in target.key for text in wanted)
+                ]
+            self._progress(f"SQL per request (in process, libpq trace) of {len(targets) - 1} endpoints ...")
+            sql = {target.key: self._sql(target, nonce) for target in targets if target.key != "bare"}
+            with connection.cursor() as cursor:
+                postgres = postmaster_pid(cursor)
+                cursor.execute("SHOW server_version")
+                pg_version = cursor.fetchone()[0]
+            env = {"BAILING_BENCH_ENDPOINTS": "true", "DATABASE_URL": database_url(connection.settings_dict)}
+            with gunicorn_server(**server_options, extra_env=env) as server:
+                roots = {"gunicorn": server.pid, "postgres": postgres}
+                self._progress(
+                    f"hub on 127.0.0.1:{server.port} (gunicorn pid {server.pid}, {server_options['workers']} "
+                    f"workers, BAILING_DEBUG off, no worker recycling); PostgreSQL "
+                    + (f"postmaster pid {postgres}" if postgres else "not visible here: CPU not counted")
+                )
+                runs = self._measure(server.port, targets, options, nonce, roots)
         finally:
-            self._cleanup()
-        base = results[0][1]["rps"]
-        self.stdout.write("")
-        self.stdout.write(
-            f"{'endpoint':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'SQL':>4} {'non-2xx':>8}"
+            try:
+                self._verify_invocations(options)
+                self._cleanup()
+            finally:
+                if shop is not None:
+                    stop_process(shop, timeout=10)
+        result = self._result(
+            targets, sql, runs, options, server_options, started_at, machine_before, pg_version, postgres
         )
-        for name, result, queries in results:
-            ratio = result["rps"] / base if base else 0.0
-            self.stdout.write(
-                f"{name:44} {result['rps']:9.0f} {ratio:6.2f} {result['p50_ms']:8.2f} "
-                f"{result['p99_ms']:8.2f} {queries:4d} {result['errors']:8d}"
+        self._report(result, baseline)
+        if options["json"] is not None:
+            options["json"].write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+            self.stdout.write(f"figures written to {options['json']}")
+        if options["plot"] is not None:
+            plot_ratios(options["plot"], result, baseline)
+            self.stdout.write(f"plot written to {options['plot']}")
+
+    def _verify_invocations(self, options) -> None:
+        self.not_executed = (
+            ToolInvocation.objects.filter(client__app_id=calls.CLIENT)
+            .exclude(status=ToolInvocation.Status.EXECUTED)
+            .count()
+        )
+
+    def _measure(self, port: int, targets: list[Target], options: dict, nonce: str, roots) -> list[dict]:
+        bare, endpoints = targets[0], targets[1:]
+        run_index = 0
+        if options["warmup"] > 0:
+            for target in targets:
+                self._progress(f"warm-up  {target.name}: {options['warmup']:.0f} s")
+                self._run(port, target, options["warmup"], options, run_index, nonce, roots)
+                run_index += 1
+        runs: list[dict] = []
+        rounds = options["rounds"]
+        per_round = len(endpoints) + 2
+        for number in range(rounds):
+            shift = number % len(endpoints) if endpoints else 0
+            order = [
+                (bare, "start"),
+                *((t, "") for t in endpoints[shift:] + endpoints[:shift]),
+                (bare, "end"),
+            ]
+            for position, (target, where) in enumerate(order, 1):
+                figures = self._run(port, target, options["duration"], options, run_index, nonce, roots)
+                run_index += 1
+                cpu = figures["cpu_ticks"]
+                cpu_text = (
+                    f"{cpu * 1000 / CLOCK_TICKS / figures['requests']:6.2f} ms CPU/req"
+                    if cpu is not None and figures["requests"]
+                    else "CPU n/a"
+                )
+                self._progress(
+                    f"round {number + 1}/{rounds} [{position:2d}/{per_round}] {target.name[:44]:44} "
+                    f"{figures['rps']:8.1f} req/s  p50 {figures['p50_ms']:7.2f} ms  "
+                    f"p99 {figures['p99_ms']:7.2f} ms  {cpu_text}  errors {figures['errors']}"
+                )
+                runs.append(
+                    {"round": number + 1, "key": target.key, "position": where or position, **figures}
+                )
+        return runs
+
+    # --- the result --------------------------------------------------------------------------------------
+    def _result(self, targets, sql, runs, options, server_options, started_at, machine, pg_version, postgres):
+        endpoints = []
+        for target in targets:
+            rounds = []
+            for number in range(1, options["rounds"] + 1):
+                bare = [run for run in runs if run["round"] == number and run["key"] == "bare"]
+                mine = [run for run in runs if run["round"] == number and run["key"] == target.key]
+                for run in mine[:1] if target.key != "bare" else []:
+                    rounds.append({**run, **round_figures(bare, run)})
+                if target.key == "bare":
+                    rounds.extend({**run, **round_figures(bare, run)} for run in mine)
+            medians = {
+                figure: median([item[figure] for item in rounds])
+                for figure in ("rps", "ratio", "cpu_ratio", "cpu_x", "cpu_ms", "p50_ms", "p99_ms")
+            }
+            endpoints.append(
+                {
+                    "key": target.key,
+                    "name": target.name,
+                    "method": target.load.method,
+                    "path": target.load.path.split("?", 1)[0],
+                    "distinct_bodies": len(target.load.bodies),
+                    "goal": target.goal,
+                    "sql_goal": target.sql_goal,
+                    "sql": sql.get(target.key),
+                    "errors": sum(item["errors"] for item in rounds),
+                    "rounds": rounds,
+                    "median": medians,
+                }
             )
-        self.stdout.write(
-            f"load generator: {results[0][1]['tool']}, {options['connections']} connections, "
-            f"{options['seconds']:.0f} s per endpoint, one run"
+        machine_after = machine_info()
+        return {
+            "schema": RESULT_SCHEMA,
+            "started_at": started_at.isoformat(),
+            "finished_at": datetime.now(UTC).isoformat(),
+            "git": git_commit(Path(settings.BASE_DIR)),
+            "machine": {
+                **machine,
+                "load_average_end": machine_after.get("load_average"),
+                "postgres_version": pg_version,
+            },
+            "options": {
+                "rounds": options["rounds"],
+                "duration": options["duration"],
+                "warmup": options["warmup"],
+                "connections": options["connections"],
+                "only": options["only"],
+                "load_generator": runs[0]["tool"] if runs else None,
+            },
+            "server": {
+                **{key: value for key, value in server_options.items() if key != "port"},
+                "threads_effective": server_options["threads"]
+                or int(os.environ.get("GUNICORN_THREADS") or 4),
+                "worker_class_effective": server_options["worker_class"] or "gthread",
+                "embedding_threads": os.environ.get("BAILING_EMBEDDING_THREADS") or "0 (all cores)",
+                "db_conn_max_age": settings.DATABASES["default"].get("CONN_MAX_AGE"),
+            },
+            "cpu_accounting": (
+                "utime+stime+cutime+cstime from /proc of the gunicorn master and its workers and of the "
+                "PostgreSQL postmaster and all its children (backends, autovacuum, checkpointer, "
+                "walwriter), before and after each run, divided by the requests answered; other load on "
+                "the machine is not counted"
+                if postgres
+                else "gunicorn processes only (PostgreSQL's are not visible on this machine)"
+            ),
+            "queries": {
+                "distinct_texts": len(BENCH_QUERIES),
+                "fresh_per_request": True,
+                "note": "every searched query text carries a fresh order number: none repeats",
+            },
+            "invocations_not_executed": getattr(self, "not_executed", None),
+            "endpoints": endpoints,
+        }
+
+    def _report(self, result: dict, baseline: dict | None) -> None:
+        out = self.stdout.write
+        before = {item["key"]: item for item in (baseline or {}).get("endpoints", [])}
+        out("")
+        header = (
+            f"{'endpoint':44} {'req/s':>8} {'ratio':>6} {'goal':>5} {'CPU r':>6} {'CPU ms':>7} "
+            f"{'p50 ms':>8} {'p99 ms':>8} {'SQL':>4} {'trips':>5} {'err':>5}"
+        )
+        if baseline is not None:
+            header += f" {'before':>7}"
+        out(header)
+        for item in result["endpoints"]:
+            m = item["median"]
+            sql = item["sql"] or {}
+
+            def number(value, width, digits=2):
+                return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+            goal = item["goal"]
+            mark = ""
+            if goal is not None and m["ratio"] is not None:
+                mark = "" if m["ratio"] >= goal else "!"
+            sql_mark = (
+                "!" if item["sql_goal"] is not None and sql.get("statements", 0) > item["sql_goal"] else ""
+            )
+            line = (
+                f"{item['name'][:44]:44} {number(m['rps'], 8, 0)} {number(m['ratio'], 6)} "
+                f"{(f'{goal:.2f}' + mark) if goal is not None else '-':>5} {number(m['cpu_ratio'], 6)} "
+                f"{number(m['cpu_ms'], 7)} {number(m['p50_ms'], 8)} {number(m['p99_ms'], 8)} "
+                f"{(str(sql['statements']) + sql_mark) if sql else '-':>4} "
+                f"{sql.get('round_trips', '-'):>5} {item['errors']:5d}"
+            )
+            if baseline is not None:
+                old = (before.get(item["key"]) or {}).get("median", {}).get("ratio")
+                line += f" {number(old, 7)}"
+            out(line)
+        options, machine = result["options"], result["machine"]
+        out("")
+        out(
+            f"{options['rounds']} interleaved rounds (bare, every endpoint in an order rotated per round, "
+            f"bare), {options['duration']:.0f} s per run, {options['load_generator']}, "
+            f"{options['connections']} connections; ratio = median of (req/s ÷ the same round's bare req/s); "
+            "CPU r = median of (bare CPU/request ÷ the endpoint's); CPU ms = CPU per request; "
+            "'!' = goal missed"
+        )
+        out(f"CPU: {result['cpu_accounting']}")
+        out(
+            "SQL = statements of one request without BEGIN/COMMIT/SAVEPOINT/RELEASE, trips = every message "
+            "that waited for the server (the statements plus transaction control), from libpq's trace"
+        )
+        out(
+            f"queries: {len(BENCH_QUERIES)} distinct questions and a fresh order number in each request, "
+            "so no searched text repeats (a cache of query vectors cannot flatter the figures)"
+        )
+        if result["invocations_not_executed"]:
+            out(f"WARNING: {result['invocations_not_executed']} tool invocations did not execute")
+        start = ", ".join(f"{v:.2f}" for v in machine.get("load_average") or [])
+        end = ", ".join(f"{v:.2f}" for v in machine.get("load_average_end") or [])
+        out(
+            f"machine: {machine.get('cpus')} CPUs, load average at start {start}, at end {end}; "
+            f"commit {(result['git'] or {}).get('commit') or '?'}"
         )

@@ -37,9 +37,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.test import Client as DjangoClient
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_runtime.config import validate_route_config
@@ -54,7 +53,15 @@ from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools.compiler import CompiledTool
 from bailing import signing
 from bailing.audit.actor import Actor
-from bailing.benchmarks import gunicorn_running, percentile
+from bailing.benchmarks import (
+    SqlCount,
+    database_url,
+    gunicorn_server,
+    libpq_traced,
+    parse_libpq_trace,
+    percentile,
+)
+from bailing.front.launcher import stop_process
 
 ROUTE = "bench-calls"
 CLIENT = "bench-caller"
@@ -68,6 +75,118 @@ WRITE_ARGUMENTS = {"order_id": "SO-1002", "amount": 0.01, "reason": "benchmark"}
 LISTENING_PREFIX = "demo business system listening on "
 
 
+def demo_shop_start() -> tuple[subprocess.Popen[str], str, str]:
+    """Start a Demo Shop on a free loopback port with a fresh tool secret: (process, base URL, secret).
+    Stop it with :func:`bailing.front.launcher.stop_process`."""
+    secret = "bench-" + secrets.token_hex(24)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "demo_business", "--host", "127.0.0.1", "--port", "0"],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DEMO_TOOL_SECRET": secret, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    line = process.stdout.readline() if process.stdout else ""
+    if not line.startswith(LISTENING_PREFIX):
+        stop_process(process, timeout=10)
+        raise CommandError(f"the Demo Shop did not start: {line!r}")
+    # Keep draining its stdout so the child never blocks on a full pipe.
+    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
+    return process, line[len(LISTENING_PREFIX) :].strip(), secret
+
+
+def calls_fixtures(base_url: str, secret: str) -> tuple[AgentSession, str]:
+    """A tool provider on the Demo Shop (signed spec refresh), a workspace exposing its tools
+    (``request_refund`` as a direct write), an agent client without rate limits and a session for
+    :data:`SUBJECT`: (session, access token). :func:`calls_cleanup` removes them."""
+    actor = Actor.system("bailing_bench_calls")
+    provider, _ = ToolProvider.objects.update_or_create(
+        name=PROVIDER,
+        defaults={
+            "base_url": base_url,
+            "spec_source": ToolProvider.SpecSource.URL,
+            "rate_limit_per_min": 0,
+            "timeout_ms": 10000,
+        },
+    )
+    provider_set_secret(provider=provider, secret=secret, actor=actor)
+    outcome = provider_refresh(provider=provider, actor=actor)
+    if outcome.status != "ok":
+        raise CommandError(f"the benchmark provider did not refresh: {outcome.status}")
+    data = validate_route_config(
+        {
+            "route_key": ROUTE,
+            "name": "Benchmark calls",
+            "permission": "readwrite",
+            "tools": {
+                "sources": [{"provider": PROVIDER, "allow": ["*"]}],
+                "agent_direct": {"enabled": True, "write_tools": [WRITE_TOOL]},
+            },
+            "agent_client": {"enabled": True},
+        },
+        path="bench",
+    )
+    route_upsert(data=data, actor=actor)
+    client, _ = Client.objects.update_or_create(
+        app_id=CLIENT,
+        defaults={
+            "name": "Benchmark caller",
+            "hub_consent": True,
+            "allowed_routes": [ROUTE],
+            "rate_limit_per_min": 0,
+        },
+    )
+    access = new_secret(ACCESS_TOKEN_PREFIX)
+    now = timezone.now()
+    session = AgentSession.objects.create(
+        client=client,
+        device_label="benchmark",
+        principal={"id": SUBJECT},
+        on_behalf_of=SUBJECT,
+        allowed_routes=[ROUTE],
+        access_token_hash=secret_hash(access),
+        access_expires_at=now + timedelta(hours=2),
+        refresh_expires_at=now + timedelta(days=1),
+    )
+    return session, access
+
+
+def calls_cleanup() -> None:
+    Client.objects.filter(app_id=CLIENT).delete()  # sessions, invocations, journals, approvals
+    Route.objects.filter(route_key=ROUTE).delete()
+    ToolProvider.objects.filter(name=PROVIDER).delete()
+
+
+def add_server_arguments(parser) -> None:
+    """gunicorn options shared by the benchmark commands (the served hub never recycles workers and
+    runs with ``BAILING_DEBUG`` off)."""
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="threads per worker (default: the gunicorn config's)"
+    )
+    parser.add_argument(
+        "--worker-class", default=None, help="gunicorn worker class (default: the gunicorn config's)"
+    )
+    parser.add_argument("--port", type=int, default=0, help="loopback port of the hub (default: a free one)")
+
+
+def server_options(options: dict) -> dict:
+    """:func:`bailing.benchmarks.gunicorn_server` keywords from :func:`add_server_arguments` options."""
+    if options.get("workers") is not None and options["workers"] < 1:
+        raise CommandError("--workers must be at least 1")
+    if options.get("threads") is not None and options["threads"] < 1:
+        raise CommandError("--threads must be at least 1")
+    return {
+        "workers": options.get("workers"),
+        "threads": options.get("threads"),
+        "worker_class": options.get("worker_class"),
+        "port": options.get("port") or None,
+        "max_requests": 0,
+        "debug": False,
+    }
+
+
 class Command(BaseCommand):
     help = "Benchmark governed tool calls through the hub against the same signed call sent directly."
 
@@ -75,83 +194,7 @@ class Command(BaseCommand):
         parser.add_argument("--calls", type=int, default=300, help="sequential calls per scenario")
         parser.add_argument("--connections", type=int, default=8, help="parallel callers for throughput")
         parser.add_argument("--seconds", type=float, default=10.0, help="duration of each throughput run")
-        parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default: config)")
-
-    # --- set-up --------------------------------------------------------------------------------------
-    def _start_shop(self) -> tuple[subprocess.Popen[str], str, str]:
-        secret = "bench-" + secrets.token_hex(24)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "demo_business", "--host", "127.0.0.1", "--port", "0"],
-            cwd=settings.BASE_DIR,
-            env={**os.environ, "DEMO_TOOL_SECRET": secret, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        line = process.stdout.readline() if process.stdout else ""
-        if not line.startswith(LISTENING_PREFIX):
-            process.kill()
-            raise CommandError(f"the Demo Shop did not start: {line!r}")
-        # Keep draining its stdout so the child never blocks on a full pipe.
-        threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
-        return process, line[len(LISTENING_PREFIX) :].strip(), secret
-
-    def _fixtures(self, base_url: str, secret: str) -> tuple[AgentSession, str]:
-        actor = Actor.system("bailing_bench_calls")
-        provider, _ = ToolProvider.objects.update_or_create(
-            name=PROVIDER,
-            defaults={
-                "base_url": base_url,
-                "spec_source": ToolProvider.SpecSource.URL,
-                "rate_limit_per_min": 0,
-                "timeout_ms": 10000,
-            },
-        )
-        provider_set_secret(provider=provider, secret=secret, actor=actor)
-        outcome = provider_refresh(provider=provider, actor=actor)
-        if outcome.status != "ok":
-            raise CommandError(f"the benchmark provider did not refresh: {outcome.status}")
-        data = validate_route_config(
-            {
-                "route_key": ROUTE,
-                "name": "Benchmark calls",
-                "permission": "readwrite",
-                "tools": {
-                    "sources": [{"provider": PROVIDER, "allow": ["*"]}],
-                    "agent_direct": {"enabled": True, "write_tools": [WRITE_TOOL]},
-                },
-                "agent_client": {"enabled": True},
-            },
-            path="bench",
-        )
-        route_upsert(data=data, actor=actor)
-        client, _ = Client.objects.update_or_create(
-            app_id=CLIENT,
-            defaults={
-                "name": "Benchmark caller",
-                "hub_consent": True,
-                "allowed_routes": [ROUTE],
-                "rate_limit_per_min": 0,
-            },
-        )
-        access = new_secret(ACCESS_TOKEN_PREFIX)
-        now = timezone.now()
-        session = AgentSession.objects.create(
-            client=client,
-            device_label="benchmark",
-            principal={"id": SUBJECT},
-            on_behalf_of=SUBJECT,
-            allowed_routes=[ROUTE],
-            access_token_hash=secret_hash(access),
-            access_expires_at=now + timedelta(hours=2),
-            refresh_expires_at=now + timedelta(days=1),
-        )
-        return session, access
-
-    def _cleanup(self) -> None:
-        Client.objects.filter(app_id=CLIENT).delete()  # sessions, invocations, journals, approvals
-        Route.objects.filter(route_key=ROUTE).delete()
-        ToolProvider.objects.filter(name=PROVIDER).delete()
+        add_server_arguments(parser)
 
     # --- the two ways of calling -----------------------------------------------------------------------
     def _direct(self, base_url: str, secret: str, tool_name: str, arguments: dict) -> Callable[[], int]:
@@ -262,7 +305,8 @@ class Command(BaseCommand):
             raise CommandError(f"{label}: {failures[0]}")
         return done[0] / seconds
 
-    def _queries_per_call(self, access: str, revision: str) -> int:
+    def _queries_per_call(self, access: str, revision: str) -> SqlCount:
+        """What one new hub read sends to PostgreSQL (libpq's trace; as ``bailing_bench`` counts)."""
         client = DjangoClient(HTTP_HOST="127.0.0.1")
         body = {
             "invocation_id": secrets.token_hex(32),
@@ -271,13 +315,18 @@ class Command(BaseCommand):
             "arguments": READ[1],
             "capability_revision": revision,
         }
-        with CaptureQueriesContext(connection) as ctx:
+        # close_old_connections as a served request runs it (the test client does not): the connection
+        # health check is counted; once outside the trace, so an old connection is replaced there.
+        close_old_connections()
+        connection.ensure_connection()
+        with libpq_traced(connection) as trace:
+            close_old_connections()
             response = client.post(
                 INVOKE_PATH, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {access}"
             )
         if response.status_code != 200:
             raise CommandError(f"query count call answered {response.status_code}")
-        return len(ctx.captured_queries)
+        return parse_libpq_trace(trace[0])
 
     def _shop_refunds(self, base_url: str, secret: str) -> int:
         headers = signing.sign_tool_request(
@@ -298,13 +347,18 @@ class Command(BaseCommand):
         calls = options["calls"]
         if calls < 1:
             raise CommandError("--calls must be at least 1")
-        shop, base_url, secret = self._start_shop()
+        shop, base_url, secret = demo_shop_start()
         try:
-            session, access = self._fixtures(base_url, secret)
+            session, access = calls_fixtures(base_url, secret)
             identity = AgentIdentity(session=session, client=session.client)
             revision = route_catalog(route=Route.objects.get(route_key=ROUTE), identity=identity).revision
-            with gunicorn_running(workers=options["workers"]) as port:
-                self.stdout.write(f"Demo Shop at {base_url}; hub (gunicorn) on 127.0.0.1:{port}")
+            env = {"DATABASE_URL": database_url(connection.settings_dict)}
+            with gunicorn_server(**server_options(options), extra_env=env) as server:
+                port = server.port
+                self.stdout.write(
+                    f"Demo Shop at {base_url}; hub (gunicorn, {options['workers']} workers, "
+                    f"BAILING_DEBUG off, no worker recycling) on 127.0.0.1:{port}"
+                )
                 direct_read = self._direct(base_url, secret, *READ)
                 hub_read = self._hub(port, access, revision, *READ)
                 direct_write = self._direct(base_url, secret, WRITE_TOOL, WRITE_ARGUMENTS)
@@ -332,10 +386,9 @@ class Command(BaseCommand):
                 queries = self._queries_per_call(access, revision)
         finally:
             try:
-                self._cleanup()
+                calls_cleanup()
             finally:
-                shop.terminate()
-                shop.wait(timeout=10)
+                stop_process(shop, timeout=10)
         self._report(rows, throughput, queries, refunds, hub_writes + direct_writes, options)
 
     def _report(self, rows, throughput, queries, refunds, expected_refunds, options) -> None:
@@ -357,7 +410,10 @@ class Command(BaseCommand):
             )
         for label, rate in throughput:
             out(f"throughput, {label}: {rate:.0f} calls/s with {options['connections']} parallel callers")
-        out(f"SQL queries of one hub read (in process): {queries}")
+        out(
+            f"SQL of one new hub read (in process, libpq trace): {queries.statements} statements without "
+            f"BEGIN/COMMIT/SAVEPOINT/RELEASE, {queries.round_trips} round trips"
+        )
         verdict = "ok" if refunds == expected_refunds else "MISMATCH"
         out(f"refunds recorded by the shop: {refunds} of {expected_refunds} sent once each ({verdict})")
         out(f"one run, {options['calls']} sequential calls per scenario")

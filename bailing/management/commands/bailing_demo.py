@@ -57,6 +57,21 @@ DEMO_SHOP_APPROVALS = "http://127.0.0.1:8100/approvals"
 DEMO_KNOWLEDGE_DIR = Path(settings.BASE_DIR) / "examples" / "demo-knowledge"
 
 
+def _point_at_shop(document: dict, shop_url: str) -> str:
+    """Point the demo-shop provider, and every approval webhook under its base URL, at ``shop_url``
+    (``--shop-url``: the shop on another port, as ``scripts/entrypoint`` runs it with ``DEMO_PORT``);
+    return the approvals page's URL."""
+    shop_url = shop_url.rstrip("/")
+    provider = next(p for p in document.get("tool_providers", []) if p.get("name") == DEMO_PROVIDER)
+    old_base = provider["base_url"].rstrip("/")
+    provider["base_url"] = shop_url
+    for route in document.get("routes", []):
+        approval = (route.get("tools") or {}).get("approval") or {}
+        if str(approval.get("url", "")).startswith(old_base + "/"):
+            approval["url"] = shop_url + approval["url"][len(old_base) :]
+    return f"{shop_url}/approvals"
+
+
 def _demo_knowledge() -> list[str]:
     """Load examples/demo-knowledge/*.md into the demo KB and index what changed, in-process (a few
     seconds), so the demo answers at once even before ``knowledge_worker`` picks anything up."""
@@ -137,6 +152,11 @@ class Command(BaseCommand):
             default=settings.BAILING_PUBLIC_URL,
             help="the hub's URL as browsers reach it, for the printed links (default: BAILING_PUBLIC_URL)",
         )
+        parser.add_argument(
+            "--shop-url",
+            default="",
+            help="Base URL of the Demo Shop (default: examples/demo.yaml's, http://127.0.0.1:8100).",
+        )
 
     def handle(self, *args, **options):
         public_url = options["public_url"].rstrip("/")
@@ -144,6 +164,9 @@ class Command(BaseCommand):
         # examples/demo.yaml reads the provider secret from this file; create it before applying.
         _ensure_private_file(DEMO_TOOL_SECRET, lambda: secrets.token_urlsafe(32))
         document = yaml.safe_load(DEMO_CONFIG.read_text(encoding="utf-8"))
+        shop_approvals = DEMO_SHOP_APPROVALS
+        if options["shop_url"]:
+            shop_approvals = _point_at_shop(document, options["shop_url"])
         try:
             plan = config_apply(document=document, dry_run=False, actor=Actor.system("bailing_demo"))
         except ConfigError as exc:  # the shipped demo file is tested; this guards local edits
@@ -170,7 +193,7 @@ class Command(BaseCommand):
                     f"  Console        {public_url}/console/",
                     f"  Sign in as     {DEMO_ADMIN} / {password}  (administrator)",
                     f"  Approver       {DEMO_APPROVER} / {approver_password}  (decides tool-call approvals)",
-                    f"  Demo Shop      approvals page at {DEMO_SHOP_APPROVALS}",
+                    f"  Demo Shop      approvals page at {shop_approvals}",
                     "",
                     "  Connect an agent (PKCE loopback sign-in, approved on the hub's consent page):",
                     f"    hub URL      {public_url}",

@@ -1,4 +1,5 @@
-"""The console home page: each app's headline counts and what database the hub runs on."""
+"""The console home page: each app's headline counts, its health panels (tool providers, the
+knowledge worker and queue, pending approvals) and what database the hub runs on."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ class DashboardView(ConsoleView, TemplateView):
         user = self.request.user
         cards = [card for app in CONSOLE_APPS for card in app.dashboard_cards(user)]
         context["cards"] = sorted(cards, key=lambda card: card.order)
+        panels = [
+            panel
+            for app in CONSOLE_APPS
+            if hasattr(app, "dashboard_panels")
+            for panel in app.dashboard_panels(user)
+        ]
+        context["panels"] = sorted(panels, key=lambda panel: panel.order)
         context["has_role"] = any(user.has_perm(item.permission) for item in nav_items())
         if context["has_role"]:
             context["database"] = {

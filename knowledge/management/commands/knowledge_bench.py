@@ -25,8 +25,11 @@ Text source: a BEIR-layout collection (default ``$BAILING_SHARED_DIR/eval/nfcorp
 
 3. Latency: ``--queries`` real queries through :func:`knowledge_search_bases` with the route
    defaults (top_k 5, min_score 0.35, RRF k 60), once per lane setting — lexical, vector, hybrid —
-   after a warm-up; wall clock per call, query embedding included. Also printed: the plans of the
-   two lane statements (whether they use ``knowledge_posting_impact`` and the KB's HNSW index).
+   after a warm-up; wall clock per call, query embedding included. Every run (each size, each lane,
+   each warm-up, the embedding-alone timing) takes queries no earlier run used, so a cache of query
+   vectors cannot flatter a later run; the collection must hold enough distinct queries. Also
+   printed: the plans of the two lane statements (whether they use ``knowledge_posting_impact`` and
+   the KB's HNSW index).
 
 Both knowledge bases are deleted at the end (``--keep`` keeps them). The machine is shared, so
 figures vary between runs; compare within one run.
@@ -34,6 +37,7 @@ figures vary between runs; compare within one run.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -170,8 +174,16 @@ class Command(BaseCommand):
         with queries_path.open(encoding="utf-8") as handle:
             queries = [str(json.loads(line)["text"]) for line in handle if line.strip()]
         rng = random.Random(options["seed"])  # noqa: S311 - benchmark data, not security
+        queries = list(dict.fromkeys(queries))  # distinct texts
         rng.shuffle(queries)
-        queries = queries[: options["queries"]]
+        # Per size: the embedding-alone timing, then a warm-up and the measured queries per lane.
+        needed = len(sizes) * (options["queries"] + len(LANE_RUNS) * (WARMUP_QUERIES + options["queries"]))
+        if len(queries) < needed:
+            raise CommandError(
+                f"{needed} distinct queries are needed (none is searched twice) but {queries_path} has "
+                f"{len(queries)}; lower --queries or pass fewer --chunks sizes"
+            )
+        fresh = iter(queries)
 
         created: list[KnowledgeBase] = []
         try:
@@ -187,7 +199,7 @@ class Command(BaseCommand):
                 self._load(search_kb, texts, vectors, start=loaded, count=size - loaded, rng=rng)
                 loaded = size
                 self._plans(search_kb, queries[0])
-                rows.extend((size, *row) for row in self._latency(search_kb, queries))
+                rows.extend((size, *row) for row in self._latency(search_kb, fresh, options["queries"]))
             self.stdout.write("")
             self.stdout.write(f"{'chunks':>8} {'lanes':<8} {'p50 ms':>8} {'p95 ms':>8}")
             for size, lanes, p50, p95 in rows:
@@ -383,11 +395,12 @@ class Command(BaseCommand):
             f"({'index only scan' if index_only else 'not index only'})"
         )
 
-    def _latency(self, kb: KnowledgeBase, queries: list[str]) -> list[tuple[str, float, float]]:
+    def _latency(self, kb: KnowledgeBase, fresh, count: int) -> list[tuple[str, float, float]]:
+        """Latency per lane setting; every query is taken from ``fresh`` (never one searched before)."""
         results = []
         embed_times = []
         provider = local_provider()
-        for query in queries:
+        for query in itertools.islice(fresh, count):
             started = time.perf_counter()
             provider.embed([query])
             embed_times.append((time.perf_counter() - started) * 1000)
@@ -398,10 +411,9 @@ class Command(BaseCommand):
         for name, lanes in LANE_RUNS:
             timings = []
             not_ok = 0
+            queries = list(itertools.islice(fresh, WARMUP_QUERIES + count))
             for number, query in enumerate(
-                progress_bar(
-                    queries[:WARMUP_QUERIES] + queries, desc=f"search {name}", unit="q", force=self.progress
-                )
+                progress_bar(queries, desc=f"search {name}", unit="q", force=self.progress)
             ):
                 started = time.perf_counter()
                 result = knowledge_search_bases(

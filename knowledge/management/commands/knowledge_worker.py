@@ -10,6 +10,10 @@ sleep with exponential backoff (0.5 s doubling up to ``--idle-max``). ``--once``
 and exits. SIGTERM/SIGINT stop it after the batch in hand, so a deploy never abandons half-written
 work (and if it is killed anyway, the leases expire and another worker takes the documents over).
 
+Every poll also seals the audit ledger's unsealed tail without waiting (``bailing.audit``): requests
+seal after their own commit, and this catches what they left when another sealer held the lock, so on
+an idle hub the tail is sealed within ``--idle-max`` seconds.
+
 Logs name counts and document ids only, never document text.
 """
 
@@ -26,6 +30,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
+from bailing.audit.ledger import audit_seal
 from bailing.db.outage import database_unavailable, log_database_unavailable
 from knowledge.services.heartbeat import heartbeat_forget, heartbeat_record, worker_name
 from knowledge.services.indexing import IndexOutcome, document_index, documents_index
@@ -93,6 +98,8 @@ class Command(BaseCommand):
             try:
                 # Every poll says "alive" (``/health/ready``'s knowledge_worker check reads it).
                 heartbeat_record(worker, started_at=started_at)
+                if not connection.in_atomic_block:
+                    audit_seal(wait=False)
                 ids = documents_claim(limit=batch, lease_seconds=lease)
             except DatabaseError as exc:
                 outage = database_unavailable(exc)

@@ -148,6 +148,7 @@ def test_hub_consent_sign_in_then_admin_revoke(
     screenshot(page, "15-workspaces")
     page.goto(base + reverse("console:workspace_detail", args=["orders"]))
     assert "sk-never-shown" not in page.content()
+    page.locator("details.raw-config summary").click()  # the raw configuration starts collapsed
     assert "You help with orders." in page.locator("pre.json").inner_text()
     screenshot(page, "16-workspace-detail")
 

@@ -19,7 +19,7 @@ from agent_runtime.models import AgentAuthorization, AgentSession, Client
 from agent_runtime.selectors.workspaces import workspace_profile
 from agent_runtime.services.agent_auth.tokens import token_exchange_code
 from bailing.audit.actor import Actor
-from bailing.audit.ledger import audit_record
+from bailing.audit.ledger import audit_record, audit_seal
 from bailing.audit.models import AuditEvent
 from bailing.db.features import server_version, vector_available
 from knowledge.models import Document
@@ -520,19 +520,44 @@ def test_audit_list_paginates_50_per_page_and_keeps_filters(admin_http):
 @pytest.mark.django_db
 def test_audit_detail_shows_data_and_hashes(admin_http):
     event = _record("tests.detail", actor="pytest", data={"allowed_routes": ["orders"]})
-    response = admin_http.get(reverse("console:audit_detail", args=[event.id]))
-    content = response.content.decode()
-    assert event.chain_hash in content
-    assert "allowed_routes" in content
+    url = reverse("console:audit_detail", args=[event.id])
+    unsealed = admin_http.get(url).content.decode()
+    assert event.content_hash in unsealed
+    assert "unsealed" in unsealed
+    assert "allowed_routes" in unsealed
+
+    audit_seal()
+    event.refresh_from_db()
+    sealed = admin_http.get(url).content.decode()
+    assert event.chain_hash in sealed
+    assert event.prev_hash in sealed
+    assert "unsealed" not in sealed
+
+
+@pytest.mark.django_db
+def test_audit_list_marks_the_events_not_sealed_yet(admin_http):
+    first = _record("tests.first", actor="pytest")
+    audit_seal()
+    second = _record("tests.second", actor="pytest")
+    table = admin_http.get(reverse("console:audit_list")).context["table"]
+    marks = {int(row[0].text): row[0].sub for row in table.rows}
+    assert marks == {second.id: "unsealed", first.id: ""}
 
 
 @pytest.mark.django_db
 def test_audit_verify_reports_intact_then_broken_chain(admin_http, ledger):
     _, events = ledger
     url = reverse("console:audit_verify")
+    unsealed = admin_http.get(url)  # a visit seals nothing: the four events are the unsealed tail
+    assert unsealed.context["report"].ok
+    assert (unsealed.context["report"].checked, unsealed.context["report"].unsealed) == (0, 4)
+    assert AuditEvent.objects.filter(chain_seq__isnull=True).count() == 4
+
+    audit_seal()
     intact = admin_http.get(url)
     assert intact.context["report"].ok
-    assert intact.context["report"].checked == 4
+    assert (intact.context["report"].checked, intact.context["report"].unsealed) == (4, 0)
+    assert intact.context["total"] == 4
 
     with audit_tampering():
         AuditEvent.objects.filter(pk=events["route"].pk).update(actor="mallory")

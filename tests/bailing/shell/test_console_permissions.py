@@ -263,6 +263,7 @@ PAGE_PERMISSIONS = {
     "provider_detail": ("agent_runtime.view_toolprovider",),
     "provider_refresh": ("agent_runtime.change_toolprovider",),
     "provider_tool_detail": ("agent_runtime.view_toolprovider", "agent_runtime.view_providertool"),
+    "tool_list": ("agent_runtime.view_toolprovider", "agent_runtime.view_providertool"),
     "knowledge_list": ("knowledge.view_knowledgebase",),
     "knowledge_detail": ("knowledge.view_knowledgebase",),
     "knowledge_set_enabled": ("knowledge.manage_knowledgebase",),

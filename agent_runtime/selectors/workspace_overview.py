@@ -1,0 +1,85 @@
+"""What the console's workspace page shows besides the configuration: who may use the workspace
+(clients), who does (active agent sessions) and what they did lately (conversations).
+
+Each read is one query whatever the number of rows (clients and sessions are found by JSONB
+containment on their ``allowed_routes``); lists are capped and come with their full count, so the
+page costs the same for a workspace used by thousands of sessions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Max, OuterRef, Q, Subquery
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from agent_runtime.models import AgentConversation, AgentRun, AgentSession, Client, Route
+
+RECENT_LIMIT = 10
+
+
+@dataclass(frozen=True)
+class Capped:
+    """The first ``len(rows)`` of ``total`` rows."""
+
+    rows: list[Any]
+    total: int
+
+    @property
+    def more(self) -> int:
+        return self.total - len(self.rows)
+
+
+def _capped(queryset, limit: int) -> Capped:
+    rows = list(queryset[: limit + 1])
+    if len(rows) <= limit:
+        return Capped(rows, len(rows))
+    return Capped(rows[:limit], queryset.count())
+
+
+def route_clients(route_key: str) -> list[Client]:
+    """Clients whose ``allowed_routes`` name the route, or ``*`` (every route), by App ID."""
+    return list(
+        Client.objects.filter(Q(allowed_routes__contains=[route_key]) | Q(allowed_routes__contains=["*"]))
+        .only(
+            "app_id", "name", "enabled", "allowed_routes", "hub_consent", "agent_authorize_url", "mcp_sign_in"
+        )
+        .order_by("app_id")
+    )
+
+
+def route_sessions_active(route_key: str, *, limit: int = RECENT_LIMIT) -> Capped:
+    """Agent sessions signed in to the route that are neither revoked nor expired, last seen first."""
+    queryset = (
+        AgentSession.objects.filter(
+            allowed_routes__contains=[route_key],
+            revoked_at__isnull=True,
+            refresh_expires_at__gt=timezone.now(),
+        )
+        .select_related("client")
+        .order_by(Greatest("last_seen_at", "created_at").desc(), "-id")
+    )
+    return _capped(queryset, limit)
+
+
+def route_conversations_recent(route: Route, *, limit: int = RECENT_LIMIT) -> Capped:
+    """The route's conversations with turn count, last turn and last status, newest activity first
+    (the same annotations as the console's conversation list, in one query)."""
+    last_run = AgentRun.objects.filter(conversation=OuterRef("pk")).order_by("-created_at", "-run_id")
+    queryset = (
+        AgentConversation.objects.filter(route=route)
+        .select_related("client")
+        .annotate(
+            turns=Count("runs"),
+            last_turn_at=Max("runs__created_at"),
+            last_status=Subquery(last_run.values("status")[:1]),
+            last_activity=Greatest("created_at", Max("runs__created_at"), Max("runs__completed_at")),
+        )
+        .order_by("-last_activity", "-created_at", "-id")
+    )
+    rows = list(queryset[: limit + 1])
+    if len(rows) <= limit:
+        return Capped(rows, len(rows))
+    return Capped(rows[:limit], AgentConversation.objects.filter(route=route).count())

@@ -1,0 +1,33 @@
+"""Django's PostgreSQL backend, with a persistent-connection health check that costs no round trip.
+
+With ``CONN_HEALTH_CHECKS`` on, Django checks a reused connection once per request by sending
+``SELECT 1`` — one extra round trip on every request, the hot paths included. This backend answers
+the same question from the socket instead: a connection sitting idle between requests has nothing to
+read, because PostgreSQL only writes to it in answer to a query. If the socket *is* readable, the
+server has spoken on its own — the ``FATAL`` of a shutdown or ``pg_terminate_backend``, or the end of
+the stream when the server process died — and only then does the check fall back to Django's own
+``SELECT 1`` (which also consumes a harmless ``ParameterStatus`` or notification, should one be
+waiting). A network that silently drops packets is not detected here; the first query then fails
+as an outage (503, ``bailing.db.outage``) and the connection is closed for the next request, as before.
+"""
+
+from __future__ import annotations
+
+import select
+
+from django.db.backends.postgresql import base
+from psycopg.pq import TransactionStatus
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    def is_usable(self) -> bool:
+        conn = self.connection
+        if conn is None or conn.closed or conn.broken:
+            return False
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            return super().is_usable()
+        try:
+            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return super().is_usable() if readable else True

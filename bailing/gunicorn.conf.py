@@ -56,6 +56,15 @@ else:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
 
 
+def pre_fork(server, worker):
+    # A database connection the master opened while loading the app (settings, checks) must not be
+    # inherited: two processes on one socket would interleave their protocol messages, and their
+    # prepared statements would collide in the one server session they share.
+    from django.db import connections
+
+    connections.close_all()
+
+
 def child_exit(server, worker):
     from prometheus_client import multiprocess
 

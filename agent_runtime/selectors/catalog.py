@@ -58,7 +58,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from agent_runtime import errors
@@ -118,6 +118,22 @@ class CatalogTool:
     def public(self) -> dict[str, Any]:
         """The agent-visible ``tool`` object (a fresh copy, safe to mutate)."""
         return _json_copy(self.projection)
+
+    @cached_property
+    def lexical_fields(self) -> tuple[str, str, str, str, frozenset[str]]:
+        """Lower-cased name, scope, description, their haystack and every two-character substring of
+        it: computed once per (cached) catalog instead of once per search."""
+        name = self.name.lower()
+        scope = self.projection["scope"].lower()
+        description = self.projection["description"].lower()
+        haystack = f"{name} {scope} {description}"
+        return (
+            name,
+            scope,
+            description,
+            haystack,
+            frozenset(haystack[i : i + 2] for i in range(len(haystack) - 1)),
+        )
 
 
 @dataclass(frozen=True)
@@ -335,7 +351,7 @@ def _revision(
 
 # Built catalogs by (effective config digest, trusted subject, provider versions); see the module
 # docstring. ``catalog_cache.builds`` counts the builds.
-catalog_cache: VersionedCache[Catalog] = VersionedCache("catalog")
+catalog_cache: VersionedCache[Catalog] = VersionedCache("catalog", max_entries=128)
 
 
 def _provider_key(names: set[str], providers: ProviderMap) -> tuple[tuple[str, int, int], ...]:
@@ -477,13 +493,10 @@ def _lexical_scores(tools: Sequence[CatalogTool], query: str) -> dict[str, int]:
     normalized = _NON_WORD.sub(" ", query.lower()).strip()
     words = list(dict.fromkeys(normalized.split()))
     compact = normalized.replace(" ", "")
-    grams = list(dict.fromkeys(compact[i : i + 2] for i in range(len(compact) - 1)))
+    grams = frozenset(compact[i : i + 2] for i in range(len(compact) - 1))
     scores = {}
     for tool in tools:
-        name = tool.name.lower()
-        scope = tool.projection["scope"].lower()
-        description = tool.projection["description"].lower()
-        haystack = f"{name} {scope} {description}"
+        name, scope, description, haystack, bigrams = tool.lexical_fields
         value = 0
         if normalized:
             if name == normalized:
@@ -495,7 +508,8 @@ def _lexical_scores(tools: Sequence[CatalogTool], query: str) -> dict[str, int]:
         for word in words:
             value += (240 if word in name else 0) + (120 if word in scope else 0)
             value += 60 if word in description else 0
-        value += sum(2 for gram in grams if gram in haystack)
+        # A distinct bigram of the query is "in the haystack" exactly when it is one of its bigrams.
+        value += 2 * len(grams & bigrams)
         scores[tool.name] = value
     return scores
 

@@ -47,7 +47,7 @@ class KnowledgeScope:
 
 # Built scopes by (route key, digest of the effective knowledge block, (kb_id, id, version) of every
 # named base that exists). ``scope_cache.builds`` counts the builds.
-scope_cache: VersionedCache[KnowledgeScope] = VersionedCache("knowledge_scope")
+scope_cache: VersionedCache[KnowledgeScope] = VersionedCache("knowledge_scope", max_entries=256)
 
 # What the bearer statement reads with every prefetched route (agent_runtime.identity): the bases
 # the route may name, with their versions (a superset when both kb_ids and kb_id are stored).

@@ -560,6 +560,9 @@ def catalog_rank(*, catalog: Catalog, query: str, limit: int) -> list[CatalogToo
 
 
 # --- reads behind the tool surfaces ---------------------------------------------------------------------
+# _shared_view: the bodies below are rendered to JSON by the view that asked for them and never
+# changed, so they carry the (cached, shared) projections themselves instead of copies of them.
+# Anything that edits a tool object first takes its own with CatalogTool.public().
 def tool_surface_resolve(*, identity: AgentIdentity, route_key: str, runtime: bool) -> tuple[Route, Catalog]:
     """Route gate, then the direct-tool switch, then the catalog: the entry of every tool surface.
 
@@ -579,7 +582,7 @@ def tool_catalog_get(*, identity: AgentIdentity, route_key: str) -> dict[str, An
         "schema_version": CATALOG_SCHEMA,
         "route": route.route_key,
         "capability_revision": catalog.revision,
-        "tools": [tool.public() for tool in catalog.tools],
+        "tools": [tool.projection for tool in catalog.tools],  # rendered at once: see _shared_view
     }
 
 
@@ -617,7 +620,7 @@ def capability_search(
         "route": route.route_key,
         "capability_revision": catalog.revision,
         "query": query,
-        "tools": [tool.public() for tool in selected],
+        "tools": [tool.projection for tool in selected],  # rendered at once: see _shared_view
         "discovery": {
             "mode": "ranked_candidates",
             "scope": "current_authorization",
@@ -668,6 +671,6 @@ def tool_detail_get(
         "schema_version": DETAIL_SCHEMA,
         "route": route.route_key,
         "capability_revision": catalog.revision,
-        "tool": tool.public(),
+        "tool": tool.projection,  # rendered at once: see _shared_view
         "usage_guidance": {key: guidance[key] for key in GUIDANCE_KEYS},
     }

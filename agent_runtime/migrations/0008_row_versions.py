@@ -1,4 +1,4 @@
-"""Row versions for the per-process caches of the hot path (agent_runtime.versioned).
+"""Row versions for the per-process caches of the hot path (bailing.versioned).
 
 ``version`` on routes and tool providers is set by a BEFORE INSERT OR UPDATE trigger to the next
 value of one shared sequence, so it changes on every write, even one made with raw SQL, and a

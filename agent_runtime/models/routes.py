@@ -34,7 +34,7 @@ class Route(models.Model):
     run_config = models.JSONField(default=dict, blank=True)
     # Bumped by a database trigger on every INSERT/UPDATE (a value of one shared sequence, never
     # reused), so per-process caches keyed by it see any change, even one made with raw SQL
-    # (agent_runtime.versioned, migration 0008).
+    # (bailing.versioned, migration 0008).
     version = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)

@@ -6,7 +6,7 @@ can never disagree about the authorized set or its revision. Nothing here writes
 
 The catalog is a pure function of the route's effective configuration, whether the session has a
 trusted subject, and the rows of the route's providers and their tools. Built catalogs are kept in a
-per-process cache (:data:`catalog_cache`, :mod:`agent_runtime.versioned`) under exactly those
+per-process cache (:data:`catalog_cache`, :mod:`bailing.versioned`) under exactly those
 inputs: a digest of the full effective configuration, the subject flag and the ``(name, id,
 version)`` of every provider it read, whose version a database trigger bumps on every write of the
 provider or any of its tools. The versions come with the identity (the bearer statement reads
@@ -68,8 +68,8 @@ from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.tools.projection import PROJECTION_KEYS
-from agent_runtime.versioned import VersionedCache, config_digest
 from bailing.api.hashing import canonical_sha256, sha256_hex
+from bailing.versioned import VersionedCache, config_digest
 
 CATALOG_SCHEMA = "bailing.agent-tool-catalog.v1"
 SEARCH_SCHEMA = "bailing.agent-capability-search.v1"

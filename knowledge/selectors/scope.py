@@ -19,8 +19,8 @@ from typing import Any
 
 from agent_runtime.config import route_effective
 from agent_runtime.identity import route_dependencies
-from agent_runtime.versioned import VersionedCache, config_digest
 from bailing.api.hashing import canonical_sha256
+from bailing.versioned import VersionedCache, config_digest
 from knowledge.models import KnowledgeBase
 
 KNOWLEDGE_SCOPE_SCHEMA = "bailing.agent-knowledge-scope.v1"

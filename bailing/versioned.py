@@ -1,8 +1,8 @@
 """Per-process caches keyed by row versions (the hot path of every agent request).
 
-Routes, tool providers (and, through the knowledge app, knowledge bases) carry a ``version`` that a
-PostgreSQL trigger sets on every write from one shared sequence (migration 0008): any change, even
-by raw SQL, gives the row a version no earlier state of any row ever had. A value built from rows
+Plumbing for the apps above: routes, tool providers and knowledge bases carry a ``version`` that a
+PostgreSQL trigger sets on every write from one shared sequence (agent_runtime migration 0008): any
+change, even by raw SQL, gives the row a version no earlier state of any row ever had. A value built from rows
 is cached under the versions of exactly the rows it was built from (plus a digest of the full
 effective configuration it used), so a cached value is reused only while every row it depends on is
 unchanged, and what it contains is byte-for-byte what a rebuild would give.

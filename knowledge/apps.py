@@ -35,6 +35,13 @@ class KnowledgeConfig(AppConfig):
         )
         turn_knowledge_register(TurnKnowledgeService())
 
+        # The bearer statement reads the versions of a route's knowledge bases with the route, so
+        # the per-process knowledge-scope cache needs no query of its own.
+        from agent_runtime.identity import route_dependency_register
+        from knowledge.selectors.scope import KNOWLEDGE_DEPENDENCY_SQL
+
+        route_dependency_register("knowledge", KNOWLEDGE_DEPENDENCY_SQL)
+
         # What /health/ready adds for knowledge: the embedding providers the bases use, and a worker.
         from bailing.health import readiness_check_register
         from knowledge.readiness import embedding_check

@@ -66,6 +66,10 @@ class KnowledgeBase(models.Model):
     # The API key itself is never stored, only where to read it.
     embedding_config = models.JSONField(default=dict, blank=True)
     writers = models.ManyToManyField(Client, blank=True, related_name="knowledge_bases_writable")
+    # Bumped by a database trigger on every INSERT/UPDATE (a value of one shared sequence, never
+    # reused), so per-process caches keyed by it see any change, even one made with raw SQL
+    # (bailing.versioned, knowledge migration 0003).
+    version = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,6 +1,10 @@
 """Bearer authentication for the agent surface (Agent access tokens) and the business surface
 (Client Tokens). Both revalidate on every request: nothing about an identity is cached.
 
+The agent bearer is one raw statement (:func:`agent_runtime.identity.identity_load`): the session,
+its client and the routes the view is about to gate (``AgentApiView.prefetch_routes``), so a
+bootstrap, a search or a tool detail needs no other statement when its catalog is cached.
+
 Tokens are looked up by their SHA-256 digest through a unique index, so the database never sees a
 plaintext token and the lookup leaks nothing useful through timing.
 """
@@ -14,11 +18,14 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication
 
-from agent_runtime.identity import AgentIdentity, agent_session_usable
+from agent_runtime.identity import AgentIdentity, agent_session_usable, identity_load
 from agent_runtime.models import AgentSession, Client
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, looks_like, secret_hash
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import Unauthorized
+
+# What a view's ``prefetch_routes`` answers to have every route of the session read with it.
+ALL_ROUTES = object()
 
 
 class AgentBearerAuthentication(BaseAuthentication):
@@ -28,18 +35,25 @@ class AgentBearerAuthentication(BaseAuthentication):
         token = bearer_token(request)
         if not looks_like(token, ACCESS_TOKEN_PREFIX):
             raise Unauthorized()
-        session = (
-            AgentSession.objects.select_related("client").filter(access_token_hash=secret_hash(token)).first()
+        view = (getattr(request, "parser_context", None) or {}).get("view")
+        wanted = view.prefetch_routes(request) if hasattr(view, "prefetch_routes") else None
+        loaded = identity_load(
+            secret_hash(token),
+            route_key=wanted if isinstance(wanted, str) else None,
+            all_routes=wanted is ALL_ROUTES,
         )
         now = timezone.now()
-        if session is None or not agent_session_usable(session, now=now):
+        if loaded is None:
+            raise Unauthorized()
+        session, client, prefetch = loaded
+        if not agent_session_usable(session, now=now):
             raise Unauthorized()
         threshold = now - timedelta(seconds=settings.AGENT_SESSION_TOUCH_INTERVAL)
         if session.last_seen_at is None or session.last_seen_at < threshold:
             AgentSession.objects.filter(pk=session.pk).filter(
                 Q(last_seen_at__isnull=True) | Q(last_seen_at__lt=threshold)
             ).update(last_seen_at=now)
-        identity = AgentIdentity(session=session, client=session.client)
+        identity = AgentIdentity(session=session, client=client, prefetch=prefetch)
         return (None, identity)
 
     def authenticate_header(self, request):

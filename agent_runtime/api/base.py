@@ -26,6 +26,16 @@ class AgentApiView(APIView):
     def identity(self) -> AgentIdentity:
         return self.request.auth
 
+    def prefetch_routes(self, request):
+        """Which route the bearer statement should read with the session: the ``route`` path
+        segment, else a single ``route`` query parameter, else none (``ALL_ROUTES`` for every route
+        of the session). Only a hint: the route gate runs as always, on what was read."""
+        route = self.kwargs.get("route")
+        if route is None:
+            values = request._request.GET.getlist("route")
+            route = values[0] if len(values) == 1 else None
+        return route
+
 
 class RawStringField(serializers.Field):
     """Any string, passed on unchanged: the route gate judges route keys (400 ``invalid_route``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework.response import Response
 
+from agent_runtime.api.authentication import ALL_ROUTES
 from agent_runtime.api.base import AgentApiView, RawStringField, query_params
 from agent_runtime.selectors import catalog
 from agent_runtime.selectors.routes import route_for_identity
@@ -14,6 +15,9 @@ from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictS
 
 
 class WorkspaceListApi(AgentApiView):
+    def prefetch_routes(self, request):
+        return ALL_ROUTES
+
     def get(self, request):
         return Response(workspaces_for_identity(self.identity))
 

@@ -32,6 +32,10 @@ class Route(models.Model):
     tools = models.JSONField(default=dict, blank=True)
     agent_client = models.JSONField(default=dict, blank=True)
     run_config = models.JSONField(default=dict, blank=True)
+    # Bumped by a database trigger on every INSERT/UPDATE (a value of one shared sequence, never
+    # reused), so per-process caches keyed by it see any change, even one made with raw SQL
+    # (bailing.versioned, migration 0008).
+    version = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -53,6 +53,10 @@ class ToolProvider(models.Model):
     access_probe = models.JSONField(default=dict, blank=True, editable=False)
     # The authorization probe after the latest successful refresh (agent_runtime.services.authz_probe).
     authz_probe = models.JSONField(default=dict, blank=True, editable=False)
+    # Bumped by a database trigger on every INSERT/UPDATE of the provider or any write of its tools
+    # (a value of one shared sequence, never reused), so per-process caches keyed by it see any
+    # change, even one made with raw SQL (bailing.versioned, migration 0008).
+    version = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -2,9 +2,16 @@
 
 One function decides what an agent may see (:func:`route_catalog`); bootstrap counts, the workspace
 list, capability search, tool detail and the older ``/tools`` catalog all read its result, so they
-can never disagree about the authorized set or its revision. Nothing here writes: the catalog is
-recomputed from the route and the stored compiled tools on every request (one query for every
-source's provider and tools), so a route or provider change takes effect on the next call.
+can never disagree about the authorized set or its revision. Nothing here writes to the database.
+
+The catalog is a pure function of the route's effective configuration, whether the session has a
+trusted subject, and the rows of the route's providers and their tools. Built catalogs are kept in a
+per-process cache (:data:`catalog_cache`, :mod:`bailing.versioned`) under exactly those
+inputs: a digest of the full effective configuration, the subject flag and the ``(name, id,
+version)`` of every provider it read, whose version a database trigger bumps on every write of the
+provider or any of its tools. The versions come with the identity (the bearer statement reads
+them with the route), so a request with an unchanged route and providers reuses the same catalog
+without a query, and any change, even by raw SQL, reaches the very next request.
 
 Exposure rules (docs/protocol.md "Catalog exposure"; spec "Write and approval semantics"; BailingHub's
 ``resolveSurface``):
@@ -50,18 +57,19 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any
 
 from agent_runtime import errors
 from agent_runtime.config import route_effective
-from agent_runtime.identity import AgentIdentity
+from agent_runtime.identity import AgentIdentity, route_dependencies
 from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.tools.projection import PROJECTION_KEYS
 from bailing.api.hashing import canonical_sha256, sha256_hex
+from bailing.versioned import VersionedCache, config_digest
 
 CATALOG_SCHEMA = "bailing.agent-tool-catalog.v1"
 SEARCH_SCHEMA = "bailing.agent-capability-search.v1"
@@ -111,6 +119,22 @@ class CatalogTool:
         """The agent-visible ``tool`` object (a fresh copy, safe to mutate)."""
         return _json_copy(self.projection)
 
+    @cached_property
+    def lexical_fields(self) -> tuple[str, str, str, str, frozenset[str]]:
+        """Lower-cased name, scope, description, their haystack and every two-character substring of
+        it: computed once per (cached) catalog instead of once per search."""
+        name = self.name.lower()
+        scope = self.projection["scope"].lower()
+        description = self.projection["description"].lower()
+        haystack = f"{name} {scope} {description}"
+        return (
+            name,
+            scope,
+            description,
+            haystack,
+            frozenset(haystack[i : i + 2] for i in range(len(haystack) - 1)),
+        )
+
 
 @dataclass(frozen=True)
 class CatalogSource:
@@ -137,6 +161,11 @@ class Catalog:
     active_limit: int
     sources: tuple[CatalogSource, ...]
     tools: tuple[CatalogTool, ...]
+    # Usage guidance the detail read fetched, by (tool id, material digest): valid as long as this
+    # catalog is, since both are built from the same provider versions.
+    guidance: dict[tuple[int, str], dict[str, Any]] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
 
     @property
     def authorized_total(self) -> int:
@@ -166,6 +195,8 @@ class _ProviderRows:
     base_url: str
     spec_sha256: str
     tools: list[dict[str, Any]]
+    id: int = 0
+    version: int = 0
 
 
 ProviderMap = dict[str, _ProviderRows]
@@ -215,6 +246,8 @@ def load_providers(names: Iterable[str]) -> ProviderMap:
     if not names:
         return {}
     rows = ToolProvider.objects.filter(name__in=names).values_list(
+        "id",
+        "version",
         "name",
         "enabled",
         "base_url",
@@ -228,8 +261,24 @@ def load_providers(names: Iterable[str]) -> ProviderMap:
         "tools__material_digest",
     )
     providers: ProviderMap = {}
-    for name, enabled, base_url, spec_sha, tool_id, tool_name, scope, readonly, subject, proj, digest in rows:
-        provider = providers.setdefault(name, _ProviderRows(name, enabled, base_url, spec_sha, []))
+    for (
+        pk,
+        version,
+        name,
+        enabled,
+        base_url,
+        spec_sha,
+        tool_id,
+        tool_name,
+        scope,
+        readonly,
+        subject,
+        proj,
+        digest,
+    ) in rows:
+        provider = providers.get(name)
+        if provider is None:
+            provider = providers[name] = _ProviderRows(name, enabled, base_url, spec_sha, [], pk, version)
         if tool_id is not None:
             provider.tools.append(
                 {
@@ -300,6 +349,17 @@ def _revision(
     )
 
 
+# Built catalogs by (effective config digest, trusted subject, provider versions); see the module
+# docstring. ``catalog_cache.builds`` counts the builds.
+catalog_cache: VersionedCache[Catalog] = VersionedCache("catalog", max_entries=128)
+
+
+def _provider_key(names: set[str], providers: ProviderMap) -> tuple[tuple[str, int, int], ...]:
+    return tuple(
+        sorted((name, providers[name].id, providers[name].version) for name in names if name in providers)
+    )
+
+
 def route_catalog(
     *,
     route: Route,
@@ -313,13 +373,42 @@ def route_catalog(
     route-level view) is treated as a session with a trusted subject. ``effective`` and ``providers``
     may be passed in when the caller already has them (the workspace list loads every route's
     providers in one query).
+
+    The result may be a cached instance shared with other requests: treat it as read-only (every
+    public view of it, such as :meth:`CatalogTool.public`, is a fresh copy).
     """
     effective = effective if effective is not None else route_effective(route)
     direct = _direct_policy(effective)
     configured = effective["tools"]["sources"]
-    if direct["enabled"] and providers is None:
-        providers = load_providers(source["provider"] for source in configured)
-    providers = providers or {}
+    has_subject = identity is None or bool(identity.session.on_behalf_of)
+    base_key = (config_digest(effective), has_subject)
+    if not direct["enabled"]:
+        key = (*base_key, None)
+        return catalog_cache.get_or_build(
+            key,
+            lambda: _catalog_build(effective=effective, direct=direct, has_subject=has_subject, providers={}),
+        )
+    names = {source["provider"] for source in configured}
+    if providers is None:
+        known = (route_dependencies(route) or {}).get("providers")
+        if known is not None:
+            cached = catalog_cache.get((*base_key, tuple(sorted(d for d in known if d[0] in names))))
+            if cached is not None:
+                return cached
+        providers = load_providers(names)
+    key = (*base_key, _provider_key(names, providers))
+    return catalog_cache.get_or_build(
+        key,
+        lambda: _catalog_build(
+            effective=effective, direct=direct, has_subject=has_subject, providers=providers
+        ),
+    )
+
+
+def _catalog_build(
+    *, effective: dict[str, Any], direct: dict[str, Any], has_subject: bool, providers: ProviderMap
+) -> Catalog:
+    configured = effective["tools"]["sources"]
 
     sources = []
     scoped: list[tuple[int, str, dict[str, Any]]] = []
@@ -347,7 +436,6 @@ def route_catalog(
     for index, _provider_name, row in scoped:
         owners[row["name"]].add(index)
 
-    has_subject = identity is None or bool(identity.session.on_behalf_of)
     write_tools = set(direct["write_tools"])
     force = set(direct["force_approval_tools"])
     writes_allowed = effective["permission"] in ("readwrite", "full")
@@ -423,13 +511,10 @@ def _lexical_scores(tools: Sequence[CatalogTool], query: str) -> dict[str, int]:
     normalized = _NON_WORD.sub(" ", query.lower()).strip()
     words = list(dict.fromkeys(normalized.split()))
     compact = normalized.replace(" ", "")
-    grams = list(dict.fromkeys(compact[i : i + 2] for i in range(len(compact) - 1)))
+    grams = frozenset(compact[i : i + 2] for i in range(len(compact) - 1))
     scores = {}
     for tool in tools:
-        name = tool.name.lower()
-        scope = tool.projection["scope"].lower()
-        description = tool.projection["description"].lower()
-        haystack = f"{name} {scope} {description}"
+        name, scope, description, haystack, bigrams = tool.lexical_fields
         value = 0
         if normalized:
             if name == normalized:
@@ -441,7 +526,8 @@ def _lexical_scores(tools: Sequence[CatalogTool], query: str) -> dict[str, int]:
         for word in words:
             value += (240 if word in name else 0) + (120 if word in scope else 0)
             value += 60 if word in description else 0
-        value += sum(2 for gram in grams if gram in haystack)
+        # A distinct bigram of the query is "in the haystack" exactly when it is one of its bigrams.
+        value += 2 * len(grams & bigrams)
         scores[tool.name] = value
     return scores
 
@@ -492,6 +578,9 @@ def catalog_rank(*, catalog: Catalog, query: str, limit: int) -> list[CatalogToo
 
 
 # --- reads behind the tool surfaces ---------------------------------------------------------------------
+# _shared_view: the bodies below are rendered to JSON by the view that asked for them and never
+# changed, so they carry the (cached, shared) projections themselves instead of copies of them.
+# Anything that edits a tool object first takes its own with CatalogTool.public().
 def tool_surface_resolve(*, identity: AgentIdentity, route_key: str, runtime: bool) -> tuple[Route, Catalog]:
     """Route gate, then the direct-tool switch, then the catalog: the entry of every tool surface.
 
@@ -511,7 +600,7 @@ def tool_catalog_get(*, identity: AgentIdentity, route_key: str) -> dict[str, An
         "schema_version": CATALOG_SCHEMA,
         "route": route.route_key,
         "capability_revision": catalog.revision,
-        "tools": [tool.public() for tool in catalog.tools],
+        "tools": [tool.projection for tool in catalog.tools],  # rendered at once: see _shared_view
     }
 
 
@@ -549,7 +638,7 @@ def capability_search(
         "route": route.route_key,
         "capability_revision": catalog.revision,
         "query": query,
-        "tools": [tool.public() for tool in selected],
+        "tools": [tool.projection for tool in selected],  # rendered at once: see _shared_view
         "discovery": {
             "mode": "ranked_candidates",
             "scope": "current_authorization",
@@ -583,18 +672,23 @@ def tool_detail_get(
     if tool is None:
         raise errors.ToolNotFound()
     # The material digest pins the exact row the catalog was built from: a spec stored in between
-    # replaced it, and this catalog's revision is then already stale.
-    guidance = (
-        ProviderTool.objects.filter(pk=tool.tool_id, material_digest=tool.material_digest)
-        .values_list("usage_guidance", flat=True)
-        .first()
-    )
+    # replaced it, and this catalog's revision is then already stale. A cached catalog keeps what it
+    # read: it is replaced as soon as any of its providers' rows changes.
+    guidance_key = (tool.tool_id, tool.material_digest)
+    guidance = catalog.guidance.get(guidance_key)
     if guidance is None:
-        raise errors.CapabilityChanged()
+        guidance = (
+            ProviderTool.objects.filter(pk=tool.tool_id, material_digest=tool.material_digest)
+            .values_list("usage_guidance", flat=True)
+            .first()
+        )
+        if guidance is None:
+            raise errors.CapabilityChanged()
+        catalog.guidance[guidance_key] = guidance
     return {
         "schema_version": DETAIL_SCHEMA,
         "route": route.route_key,
         "capability_revision": catalog.revision,
-        "tool": tool.public(),
+        "tool": tool.projection,  # rendered at once: see _shared_view
         "usage_guidance": {key: guidance[key] for key in GUIDANCE_KEYS},
     }

@@ -2,8 +2,11 @@
 
 Every agent request revalidates access from scratch (:func:`route_for_identity`): nothing is cached
 between requests, so disabling a route or a client, narrowing an allowlist or an audience takes
-effect on the very next call. The gate returns the route *and* its effective configuration, so a
-request computes the defaults once and hands them to every read it makes.
+effect on the very next call. The route row usually comes with the identity (the bearer statement
+read it with the session, ``AgentIdentity.prefetch``); the gate then applies its checks to that row
+in the same order, and queries only for a route the statement did not read. The gate returns the
+route *and* its effective configuration, so a request computes the defaults once and hands them to
+every read it makes.
 
 Gate order (docs/protocol.md "Route gate"): route key syntax (400 ``invalid_route``) → client and
 session allowlists (403 ``route_not_allowed``) → route exists and is enabled (404
@@ -20,7 +23,7 @@ from typing import Any
 
 from agent_runtime import errors
 from agent_runtime.config import route_effective
-from agent_runtime.identity import AgentIdentity
+from agent_runtime.identity import PREFETCH_ALL, AgentIdentity
 from agent_runtime.models import Route
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
 
@@ -88,7 +91,11 @@ def route_for_identity(*, identity: AgentIdentity, route_key: str, runtime: bool
         identity.session.allowed_routes or []
     ):
         raise errors.RouteNotAllowed()
-    route = Route.objects.filter(route_key=route_key, enabled=True).first()
+    prefetch = identity.prefetch
+    if prefetch is not None and prefetch.knows(route_key):
+        route = prefetch.routes.get(route_key)
+    else:
+        route = Route.objects.filter(route_key=route_key, enabled=True).first()
     if route is None:
         raise errors.RouteUnavailable()
     effective = route_effective(route)
@@ -103,7 +110,13 @@ def routes_for_identity(identity: AgentIdentity) -> list[WorkspaceAccess]:
     """Every workspace the gate admits for this session (runtime surfaces), in route_key order."""
     keys = set(identity.session.allowed_routes or [])
     admitted = []
-    for route in Route.objects.filter(route_key__in=keys, enabled=True).order_by("route_key"):
+    prefetch = identity.prefetch
+    if prefetch is not None and prefetch.mode == PREFETCH_ALL:
+        # In the statement's ORDER BY route_key (the database's collation, as the query below).
+        routes = [route for key, route in prefetch.routes.items() if key in keys]
+    else:
+        routes = Route.objects.filter(route_key__in=keys, enabled=True).order_by("route_key")
+    for route in routes:
         if not identity.client.allows_route(route.route_key) or not agent_route_key_valid(route.route_key):
             continue
         effective = route_effective(route)

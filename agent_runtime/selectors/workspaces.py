@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_runtime.config import route_effective
-from agent_runtime.identity import AgentIdentity
+from agent_runtime.identity import AgentIdentity, route_dependencies
 from agent_runtime.models import Route
 from agent_runtime.selectors.catalog import ProviderMap, load_providers, route_catalog
 from agent_runtime.selectors.routes import routes_for_identity
@@ -103,16 +103,23 @@ def workspace_profile(
 def workspaces_for_identity(identity: AgentIdentity) -> dict[str, Any]:
     """``bailing.agent-workspaces.v1``: every workspace the gate admits, in route_key order.
 
-    The tool providers of every listed workspace are read in one query, so the list costs a fixed
-    number of queries however many workspaces a session has.
+    The routes and their provider versions come with the identity (one statement); catalogs are
+    reused from the per-process cache while those versions hold. Without them, the tool providers
+    of every listed workspace are read in one query, so the list costs a fixed number of queries
+    however many workspaces a session has.
     """
     admitted = routes_for_identity(identity)
-    providers = load_providers(
-        source["provider"]
-        for access in admitted
-        if access.effective["tools"]["agent_direct"]["enabled"]
-        for source in access.effective["tools"]["sources"]
-    )
+    if all(route_dependencies(access.route) is not None for access in admitted):
+        # The bearer statement read every route's provider versions: each catalog comes from the
+        # cache, or loads its own providers when it changed.
+        providers = None
+    else:
+        providers = load_providers(
+            source["provider"]
+            for access in admitted
+            if access.effective["tools"]["agent_direct"]["enabled"]
+            for source in access.effective["tools"]["sources"]
+        )
     items = []
     for access in admitted:
         route, effective = access.route, access.effective

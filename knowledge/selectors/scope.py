@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_runtime.config import route_effective
+from agent_runtime.identity import route_dependencies
 from bailing.api.hashing import canonical_sha256
+from bailing.versioned import VersionedCache, config_digest
 from knowledge.models import KnowledgeBase
 
 KNOWLEDGE_SCOPE_SCHEMA = "bailing.agent-knowledge-scope.v1"
@@ -43,12 +45,46 @@ class KnowledgeScope:
         return bool(self.bases) or bool(self.missing)
 
 
+# Built scopes by (route key, digest of the effective knowledge block, (kb_id, id, version) of every
+# named base that exists). ``scope_cache.builds`` counts the builds.
+scope_cache: VersionedCache[KnowledgeScope] = VersionedCache("knowledge_scope", max_entries=256)
+
+# What the bearer statement reads with every prefetched route (agent_runtime.identity): the bases
+# the route may name, with their versions (a superset when both kb_ids and kb_id are stored).
+KNOWLEDGE_DEPENDENCY_SQL = """(SELECT coalesce(json_agg(json_build_array(kb.kb_id, kb.id, kb.version)
+                                ORDER BY kb.kb_id), '[]'::json)
+       FROM knowledge_knowledgebase kb
+      WHERE kb.kb_id IN (SELECT jsonb_array_elements_text(
+                CASE WHEN jsonb_typeof(r.knowledge -> 'kb_ids') = 'array' THEN r.knowledge -> 'kb_ids'
+                     ELSE '[]'::jsonb END)
+            UNION ALL SELECT r.knowledge ->> 'kb_id'))"""
+
+
 def knowledge_scope(*, route: Any, effective: dict[str, Any] | None = None) -> KnowledgeScope:
-    """The knowledge scope of ``route`` (a ``Route``), read with one query."""
+    """The knowledge scope of ``route`` (a ``Route``): from the per-process cache while the route's
+    effective knowledge block and the versions of its bases are unchanged (the bearer statement
+    read them), else read with one query.
+
+    The result may be shared with other requests: treat it (and its ``bases``) as read-only.
+    """
     effective = effective or route_effective(route)
     config = effective["knowledge"]
     kb_ids = list(config["kb_ids"])
+    names = set(kb_ids)
+    base_key = (effective["route_key"], config_digest(config))
+    known = (route_dependencies(route) or {}).get("knowledge")
+    if known is not None:
+        cached = scope_cache.get((*base_key, tuple(sorted(d for d in known if d[0] in names))))
+        if cached is not None:
+            return cached
     found = {kb.kb_id: kb for kb in KnowledgeBase.objects.filter(kb_id__in=kb_ids)} if kb_ids else {}
+    key = (*base_key, tuple(sorted((kb.kb_id, kb.pk, kb.version) for kb in found.values())))
+    return scope_cache.get_or_build(key, lambda: _scope_build(effective, config, kb_ids, found))
+
+
+def _scope_build(
+    effective: dict[str, Any], config: dict[str, Any], kb_ids: list[str], found: dict[str, KnowledgeBase]
+) -> KnowledgeScope:
     state = []
     bases, missing, disabled = [], [], []
     for kb_id in kb_ids:

@@ -134,7 +134,8 @@ def test_the_sql_of_a_block_is_read_from_libpqs_trace():
             cursor.execute("SELECT 3")
     count = parse_libpq_trace(trace[0])
     assert count.statements == 3
-    assert count.texts == ("SELECT 1", "SELECT 2 AS two", "SELECT 3")
+    # Server-side binding (the default, DB_SERVER_SIDE_BINDING): parameters travel apart from the text.
+    assert count.texts == ("SELECT $1", "SELECT 2 AS two", "SELECT 3")
     assert count.transaction_control == 4  # BEGIN, SAVEPOINT, RELEASE SAVEPOINT, COMMIT
     assert count.round_trips == 7
 

@@ -114,8 +114,9 @@ def test_login_session_refresh_and_replay_over_http(agent, backend):
     assert replay.status_code == 400
     assert replay.json()["error"] == "invalid_grant"
     assert replay.headers["pragma"] == "no-cache"
+    # Passing the access token asks the hub itself, without the client's refresh-and-retry.
     with pytest.raises(AgentAuthError) as revoked:
-        agent.session_info()
+        agent.session_info(agent.access_token)
     assert revoked.value.status == 401
     assert AgentSession.objects.get(pk=tokens["session_id"]).revoke_reason == "refresh_replay"
 
@@ -138,7 +139,7 @@ def test_logout_revokes_the_session(agent, backend):
     agent.exchange()
     assert agent.revoke(with_bearer=False) == {"revoked": True}
     with pytest.raises(AgentAuthError) as after:
-        agent.session_info()
+        agent.session_info(agent.access_token)
     assert after.value.status == 401
     with pytest.raises(AgentAuthError) as refresh:
         agent.refresh()
@@ -153,5 +154,5 @@ def test_business_revoke_ends_the_agents_session(agent, backend):
     response = backend.post(f"/agent-auth/v1/sessions/{tokens['session_id']}/revoke", json={})
     assert response.json() == {"revoked": True}
     with pytest.raises(AgentAuthError) as after:
-        agent.session_info()
+        agent.session_info(agent.access_token)
     assert after.value.status == 401

@@ -102,8 +102,9 @@ def test_hub_consent_sign_in_then_admin_revoke(
         assert page.locator(".page-head .badge").inner_text() == "revoked"
         screenshot(page, "07-session-revoked")
 
+        # The hub's own answer to the bearer, without the client's refresh-and-retry.
         with pytest.raises(AgentAuthError) as denied:
-            agent.session_info()
+            agent.session_info(agent.access_token)
         assert (denied.value.status, denied.value.code) == (401, "unauthorized")
     finally:
         agent.close()

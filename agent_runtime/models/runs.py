@@ -47,8 +47,9 @@ class AgentRun(models.Model):
 
     ``context_ready`` (``context_body`` frozen) → ``completed`` / ``failed`` / ``cancelled``. A turn
     inserts its run with its final values, already ``context_ready``; ``preparing`` is never written
-    (it stays a valid status, and every read still leaves it out). ``context_body`` keeps the exact response bytes: an idempotent replay returns
-    them unchanged, even after the route's instructions or tools changed. The three unique keys make
+    (it stays a valid status, and every read still leaves it out). ``context_body`` keeps the exact
+    response bytes: an idempotent replay returns them unchanged, even after the route's instructions
+    or tools changed. The three unique keys make
     idempotency hold in the database under concurrency (turn key, user message id, assistant
     message id); ``request_hash`` and ``completion_hash`` tell a replay from a conflicting reuse.
     """

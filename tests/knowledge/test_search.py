@@ -405,3 +405,30 @@ def test_server_without_pgvector_searches_lexically_and_says_so(external_databas
         "hits": [["refunds", ["text"]]],
     }
     assert vector_storage_ready()  # the test database itself does have pgvector
+
+
+def test_lane_statement_keeps_both_lane_indexes():
+    from knowledge.selectors.search import _lanes_sql
+    from knowledge.vectors import register
+
+    kb = KnowledgeBaseFactory()
+    knowledge_document(kb, "refunds", "Refund policy", REFUNDS)
+    vector = local_provider().embed(["refund"])[0]
+    params = {
+        "kb": kb.pk,
+        "ready": "ready",
+        "text": "refund",
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "per_term": 10,
+        "depth": 10,
+        "vector": vector,
+    }
+    register()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("EXPLAIN " + _lanes_sql(kb, lexical=True, vector=True), params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert f"knowledge_vec_kb_{kb.pk}" in plan
+    assert "knowledge_posting_impact" in plan

@@ -10,10 +10,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agent_runtime.config import FUSION_DEFAULTS
-from knowledge.models import Chunk
 from knowledge.selectors.search import knowledge_search_bases
-from knowledge.vectors import VECTOR_TABLE, vector_index_drop
 from tests.factories import KnowledgeBaseFactory, knowledge_document
+from tests.support.vectors import vectors_corrupted
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,12 +63,7 @@ def test_database_error_outside_a_transaction_fails_only_that_kb():
     healthy = KnowledgeBaseFactory(kb_id="kb-healthy")
     doc = knowledge_document(broken, "refunds", "Refund policy", REFUNDS)
     knowledge_document(healthy, "refunds", "Refund policy", REFUNDS)
-    # As in test_search.py: a 3-dimensional row makes the broken KB's cast to vector(384) fail.
-    vector_index_drop(kb_pk=broken.pk)
-    chunk_id = Chunk.objects.filter(document=doc).values_list("pk", flat=True)[0]
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {VECTOR_TABLE} WHERE chunk_id = %s", [chunk_id])
-        cursor.execute(f"INSERT INTO {VECTOR_TABLE} VALUES (%s, %s, '[1,0,0]')", [chunk_id, broken.pk])
+    vectors_corrupted(broken, doc)
 
     result = _search([broken, healthy], "refund")
     assert result.status == "partial"

@@ -1,7 +1,8 @@
 """The knowledge app's metrics (``bailing.metrics``).
 
-``bailing_knowledge_search_lane_duration_seconds{lane}``: time of one KB's lexical or vector lane
-query (counted in the process). At scrape: ``bailing_knowledge_queue_depth`` (documents waiting for
+``bailing_knowledge_search_lane_duration_seconds{lane}``: time of one KB's lane statement, lexical,
+vector or ``hybrid`` (both lanes in one statement), its freshness check included (counted in the
+process). At scrape: ``bailing_knowledge_queue_depth`` (documents waiting for
 ``knowledge_worker``) and ``bailing_knowledge_indexing_lag_seconds`` (age of the oldest of them; 0 when
 the queue is empty).
 """
@@ -17,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 SEARCH_LANE_SECONDS = Histogram(
     "bailing_knowledge_search_lane_duration_seconds",
-    "Time of one knowledge base's retrieval lane query, by lane",
+    "Time of one knowledge base's retrieval lane statement, by lane (hybrid: both)",
     ["lane"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )

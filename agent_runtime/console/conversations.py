@@ -7,9 +7,10 @@ Each turn is projected into a :class:`TurnView` here, so templates never hold a 
 reach what the hub keeps to itself (request and completion hashes, page context, instructions).
 All user and agent text is rendered through Django's autoescaping, never marked safe.
 
-The list annotates counts, last turn time and last status in its one query, so it costs the same
-with 50 conversations of a thousand turns each as with one; the detail page shows turns 50 at a
-time because each frozen context may be tens of kilobytes.
+The list reads :func:`agent_runtime.selectors.conversations.conversation_list`, which annotates
+counts, last turn time and last status in its one query, so it costs the same with 50
+conversations of a thousand turns each as with one; the detail page shows turns 50 at a time
+because each frozen context may be tens of kilobytes.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, Max, OuterRef, Subquery
-from django.db.models.functions import Greatest
+from django.db.models import Count, Exists, OuterRef
 from django.urls import reverse
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import AgentConversation, AgentRun, Client, Route, ToolInvocation
+from agent_runtime.selectors.conversations import conversation_list
 from bailing.ui import tables
 from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import READ_ONLY, ConsoleView
@@ -92,25 +93,32 @@ class ConversationFilterForm(forms.Form):
         ]
 
 
-def conversation_list_queryset():
-    """Conversations with their turn count, last turn time and last run status, newest activity first.
+def conversation_cells(conversation: AgentConversation) -> list[tables.Cell]:
+    """The conversation (short id linking to its page, the client's own id below) and its client."""
+    full_id = str(conversation.id)
+    return [
+        tables.Cell(
+            tables.shorten_ids(full_id),
+            href=reverse("console:conversation_detail", args=[conversation.id]),
+            kind="mono",
+            title=full_id,
+            sub=conversation.client_conversation_id,
+        ),
+        tables.mono(
+            conversation.client.app_id,
+            href=reverse("console:client_detail", args=[conversation.client.app_id]),
+        ),
+    ]
 
-    Count and maxima share one join on runs; the last status is a correlated subquery on the index of
-    the run's conversation foreign key, all in the page's single query. Activity includes
-    completions, so a conversation whose agent just answered rises to the top without a new turn.
-    """
-    last_run = AgentRun.objects.filter(conversation=OuterRef("pk")).order_by("-created_at", "-run_id")
-    return (
-        AgentConversation.objects.select_related("client", "route")
-        .annotate(
-            turns=Count("runs"),
-            last_turn_at=Max("runs__created_at"),
-            last_status=Subquery(last_run.values("status")[:1]),
-            # PostgreSQL's GREATEST skips NULLs: a conversation without completions still sorts.
-            last_activity=Greatest("created_at", Max("runs__created_at"), Max("runs__completed_at")),
-        )
-        .order_by("-last_activity", "-created_at", "-id")
-    )
+
+def activity_cells(conversation) -> list[tables.Cell]:
+    """Turn count, last turn time and last status of a conversation annotated by
+    :func:`agent_runtime.selectors.conversations.conversations_with_activity`."""
+    return [
+        tables.Cell(str(conversation.turns), kind="mono"),
+        tables.time(conversation.last_turn_at),
+        status_badge(conversation.last_status),
+    ]
 
 
 def conversation_table(conversations) -> tables.Table:
@@ -119,20 +127,9 @@ def conversation_table(conversations) -> tables.Table:
         empty="No conversations match.",
     )
     for conversation in conversations:
-        full_id = str(conversation.id)
         table.rows.append(
             [
-                tables.Cell(
-                    tables.shorten_ids(full_id),
-                    href=reverse("console:conversation_detail", args=[conversation.id]),
-                    kind="mono",
-                    title=full_id,
-                    sub=conversation.client_conversation_id,
-                ),
-                tables.mono(
-                    conversation.client.app_id,
-                    href=reverse("console:client_detail", args=[conversation.client.app_id]),
-                ),
+                *conversation_cells(conversation),
                 tables.ident(
                     conversation.session_id,
                     href=reverse("console:session_detail", args=[conversation.session_id]),
@@ -141,9 +138,7 @@ def conversation_table(conversations) -> tables.Table:
                     conversation.route.route_key,
                     href=reverse("console:workspace_detail", args=[conversation.route.route_key]),
                 ),
-                tables.Cell(str(conversation.turns), kind="mono"),
-                tables.time(conversation.last_turn_at),
-                status_badge(conversation.last_status),
+                *activity_cells(conversation),
             ]
         )
     return table
@@ -158,7 +153,7 @@ class ConversationListView(ConsoleView, ListView):
     def get_queryset(self):
         self.filter_form = ConversationFilterForm(self.request.GET or None)
         queryset = filter_by_form(
-            conversation_list_queryset(),
+            conversation_list(),
             self.filter_form,
             {"client": "client__app_id", "session": "session_id", "route": "route__route_key"},
         )

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.config import route_effective
-from agent_runtime.console.conversations import status_badge
+from agent_runtime.console.conversations import activity_cells, conversation_cells
 from agent_runtime.console.providers import RISK_TONES, approval_summary
 from agent_runtime.console.sessions import session_table
 from agent_runtime.models import ProviderTool, Route
@@ -196,25 +196,7 @@ def conversations_table(capped: Capped) -> tables.Table:
         empty="No conversations in this workspace yet.",
     )
     for conversation in capped.rows:
-        full_id = str(conversation.id)
-        table.rows.append(
-            [
-                tables.Cell(
-                    tables.shorten_ids(full_id),
-                    href=reverse("console:conversation_detail", args=[conversation.id]),
-                    kind="mono",
-                    title=full_id,
-                    sub=conversation.client_conversation_id,
-                ),
-                tables.mono(
-                    conversation.client.app_id,
-                    href=reverse("console:client_detail", args=[conversation.client.app_id]),
-                ),
-                tables.Cell(str(conversation.turns), kind="mono"),
-                tables.time(conversation.last_turn_at),
-                status_badge(conversation.last_status),
-            ]
-        )
+        table.rows.append([*conversation_cells(conversation), *activity_cells(conversation)])
     return table
 
 

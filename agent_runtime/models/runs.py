@@ -45,10 +45,11 @@ class AgentConversation(models.Model):
 class AgentRun(models.Model):
     """One agent turn: the frozen context the hub handed out, then the agent's completion.
 
-    ``preparing`` → ``context_ready`` (``context_body`` frozen) → ``completed`` / ``failed`` /
-    ``cancelled``. A turn is prepared inside one transaction, so a ``preparing`` row is never visible
-    to another request. ``context_body`` keeps the exact response bytes: an idempotent replay returns
-    them unchanged, even after the route's instructions or tools changed. The three unique keys make
+    ``context_ready`` (``context_body`` frozen) → ``completed`` / ``failed`` / ``cancelled``. A turn
+    inserts its run with its final values, already ``context_ready``; ``preparing`` is never written
+    (it stays a valid status, and every read still leaves it out). ``context_body`` keeps the exact
+    response bytes: an idempotent replay returns them unchanged, even after the route's instructions
+    or tools changed. The three unique keys make
     idempotency hold in the database under concurrency (turn key, user message id, assistant
     message id); ``request_hash`` and ``completion_hash`` tell a replay from a conflicting reuse.
     """

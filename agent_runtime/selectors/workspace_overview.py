@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Max, OuterRef, Q, Subquery
+from django.db.models import Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from agent_runtime.models import AgentConversation, AgentRun, AgentSession, Client, Route
+from agent_runtime.models import AgentConversation, AgentSession, Client, Route
+from agent_runtime.selectors.conversations import conversations_with_activity
 
 RECENT_LIMIT = 10
 
@@ -66,18 +67,9 @@ def route_sessions_active(route_key: str, *, limit: int = RECENT_LIMIT) -> Cappe
 
 def route_conversations_recent(route: Route, *, limit: int = RECENT_LIMIT) -> Capped:
     """The route's conversations with turn count, last turn and last status, newest activity first
-    (the same annotations as the console's conversation list, in one query)."""
-    last_run = AgentRun.objects.filter(conversation=OuterRef("pk")).order_by("-created_at", "-run_id")
-    queryset = (
-        AgentConversation.objects.filter(route=route)
-        .select_related("client")
-        .annotate(
-            turns=Count("runs"),
-            last_turn_at=Max("runs__created_at"),
-            last_status=Subquery(last_run.values("status")[:1]),
-            last_activity=Greatest("created_at", Max("runs__created_at"), Max("runs__completed_at")),
-        )
-        .order_by("-last_activity", "-created_at", "-id")
+    (the console's conversation list annotations, in one query)."""
+    queryset = conversations_with_activity(
+        AgentConversation.objects.filter(route=route).select_related("client")
     )
     rows = list(queryset[: limit + 1])
     if len(rows) <= limit:

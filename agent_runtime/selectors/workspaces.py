@@ -11,7 +11,7 @@ from typing import Any
 from agent_runtime.config import route_effective
 from agent_runtime.identity import AgentIdentity, route_dependencies
 from agent_runtime.models import Route
-from agent_runtime.selectors.catalog import ProviderMap, load_providers, route_catalog
+from agent_runtime.selectors.catalog import Catalog, ProviderMap, load_providers, route_catalog
 from agent_runtime.selectors.routes import routes_for_identity
 from bailing.api.hashing import canonical_sha256
 
@@ -59,12 +59,14 @@ def workspace_profile(
     identity: AgentIdentity | None = None,
     effective: dict[str, Any] | None = None,
     providers: ProviderMap | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """The ``bailing.agent-runtime-profile.v1`` body for ``route`` as ``identity`` sees it.
 
     The capabilities block depends on the session (subject-required tools are hidden without a
     trusted subject); ``identity=None`` gives the route-level view the console shows. ``effective``
-    and ``providers`` may be passed when the caller already has them.
+    and ``providers`` may be passed when the caller already has them, and so may the ``catalog`` of
+    this route and identity (a turn builds it once for the profile and its active tools).
 
     The profile revision is the SHA-256 of the canonical JSON of the schema id, the workspace block
     and the profile body, so any change an agent could observe in its profile changes the revision.
@@ -91,7 +93,8 @@ def workspace_profile(
         },
     }
     revision = canonical_sha256({"schema": PROFILE_SCHEMA, "workspace": workspace, "profile": body})
-    catalog = route_catalog(route=route, identity=identity, effective=effective, providers=providers)
+    if catalog is None:
+        catalog = route_catalog(route=route, identity=identity, effective=effective, providers=providers)
     return {
         "schema_version": PROFILE_SCHEMA,
         "workspace": workspace,

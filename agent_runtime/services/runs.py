@@ -13,22 +13,30 @@ visible answer on that run. Both are idempotent on client-chosen keys and race-s
   ⇒ 409 ``run_completion_conflict``; an assistant message id already used by another run of the same
   session and route ⇒ 409 ``assistant_message_conflict``.
 
-Concurrency: a turn is prepared in one transaction. The conversation and the run are inserted inside
-savepoints; a concurrent first request blocks on the unique index until the winner commits, then
-gets ``IntegrityError`` and re-reads the committed row, so N identical requests create one run and
+Concurrency: a turn writes in one transaction of three statements before its audit event, none in
+a savepoint. The conversation is upserted with ``INSERT … ON CONFLICT DO NOTHING`` in the statement
+that also reads its memory (none for a conversation this statement created); the run is inserted
+with its final values, and the user message with it, by ``INSERT … ON CONFLICT DO NOTHING`` on the
+run's unique keys. A concurrent first request blocks on the unique index until the winner commits,
+then inserts nothing and re-reads the committed row, so N identical requests create one run and
 return one body. Memory is read before the current user message is appended, in the same
-transaction. Completion locks the run row (``select_for_update``), re-reads it and only then writes;
-the audit chain lock is taken last (rows → audit chain).
+transaction. Everything that needs no row of this turn — knowledge retrieval, the catalog (built
+once), the profile and the active tools — is computed before the transaction opens. Completion locks
+the run row (``select_for_update``), re-reads it and only then writes; the audit chain lock is taken
+last (rows → audit chain).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from agent_runtime import errors
@@ -113,30 +121,87 @@ def _turn_replay(runs: list[AgentRun], *, identity: AgentIdentity, data: dict[st
     raise errors.TurnConflict()
 
 
-def _conversation_get_or_create(*, identity: AgentIdentity, route: Route, key: str) -> AgentConversation:
-    lookup = {"session_id": identity.session.pk, "route_id": route.pk, "client_conversation_id": key}
-    conversation = AgentConversation.objects.filter(**lookup).first()
-    if conversation is not None:
-        return conversation
-    try:
-        with transaction.atomic():
-            return AgentConversation.objects.create(client_id=identity.client.pk, **lookup)
-    except IntegrityError:
-        # A concurrent first turn of this conversation committed it meanwhile.
-        return AgentConversation.objects.get(**lookup)
+def _insert_ignoring_conflicts(obj) -> tuple[str, list[Any]]:
+    """``INSERT … ON CONFLICT DO NOTHING`` of every concrete field of ``obj``, compiled by Django (so
+    defaults, ``auto_now`` and the database preparation of each value are the ORM's own)."""
+    query = InsertQuery(type(obj), on_conflict=OnConflict.IGNORE)
+    query.insert_values(type(obj)._meta.concrete_fields, [obj])
+    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
+    return sql, list(params)
 
 
-def _memory(*, conversation: AgentConversation, memory_cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = (
-        VisibleMessage.objects.filter(conversation=conversation)
-        .order_by("-created_at", "-id")
-        .values_list("direction", "content", "created_at")[: memory_cfg["recent_messages"]]
+# The conversation upsert and its memory in one statement. ``inserted`` holds the row when this
+# statement created it (then there is no memory to read); otherwise the second branch finds the row
+# that already existed when the statement started. A conversation committed by a concurrent first
+# turn after that is in neither (the insert waited for it, then did nothing, and the snapshot is older):
+# no row comes back and the statement is simply run again.
+_CONVERSATION_SQL = """
+WITH inserted AS ({insert} RETURNING id),
+conversation AS (
+    SELECT id, true AS created FROM inserted
+    UNION ALL
+    SELECT id, false FROM agent_runtime_agentconversation
+    WHERE session_id = %s AND route_id = %s AND client_conversation_id = %s
+)
+SELECT c.id, c.created, m.direction, m.content, m.created_at
+FROM conversation c
+LEFT JOIN LATERAL (
+    SELECT v.id, v.direction, v.content, v.created_at FROM agent_runtime_visiblemessage v
+    WHERE v.conversation_id = c.id AND NOT c.created
+    ORDER BY v.created_at DESC, v.id DESC
+    LIMIT %s
+) m ON true
+ORDER BY m.created_at DESC, m.id DESC
+"""
+
+
+def _conversation_with_memory(
+    *, identity: AgentIdentity, route: Route, key: str, memory_cfg: dict[str, Any]
+) -> tuple[uuid.UUID, list[dict[str, Any]]]:
+    """The conversation ``key`` of this session and route (created if new) and its memory."""
+    conversation = AgentConversation(
+        session_id=identity.session.pk,
+        client_id=identity.client.pk,
+        route_id=route.pk,
+        client_conversation_id=key,
     )
-    return memory_recent(
-        rows,
+    insert, params = _insert_ignoring_conflicts(conversation)
+    sql = _CONVERSATION_SQL.format(insert=insert)
+    params += [identity.session.pk, route.pk, key, memory_cfg["recent_messages"]]
+    rows: list[tuple] = []
+    with connection.cursor() as cursor:
+        while not rows:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+    conversation_id = rows[0][0]
+    # A conversation without (readable) messages comes back as one row without a message.
+    messages = [(direction, content, at) for _, _, direction, content, at in rows if direction is not None]
+    recent = memory_recent(
+        messages,
         per_message_chars=memory_cfg["per_message_chars"],
         recent_budget_chars=memory_cfg["recent_budget_chars"],
     )
+    return conversation_id, recent
+
+
+# The run with its final values and the user message it freezes, in one statement: when either
+# unique key of the turn is taken, nothing is inserted and nothing is returned.
+_RUN_SQL = """
+WITH run AS ({insert} RETURNING run_id)
+INSERT INTO agent_runtime_visiblemessage
+    (conversation_id, run_id, direction, external_message_id, content, created_at)
+SELECT %s, run_id, %s, %s, %s, %s FROM run
+RETURNING run_id
+"""
+
+
+def _run_insert(run: AgentRun, *, now) -> bool:
+    """Insert ``run`` and its user message; False when a committed run holds either turn key."""
+    insert, params = _insert_ignoring_conflicts(run)
+    params += [run.conversation_id, VisibleMessage.Direction.IN, run.user_message_id, run.user_input, now]
+    with connection.cursor() as cursor:
+        cursor.execute(_RUN_SQL.format(insert=insert), params)
+        return cursor.fetchone() is not None
 
 
 def _active_tools(catalog: catalog_service.Catalog, query: str) -> list[dict[str, Any]]:
@@ -168,107 +233,80 @@ def turn_prepare(*, identity: AgentIdentity, route_key: str, data: dict[str, Any
     if existing:
         return _turn_replay(existing, identity=identity, data=data, request_hash=request_hash)
 
-    # Before the transaction: retrieval may embed the query (network), and holds no row lock.
+    # Before the transaction: retrieval may embed the query (network), and holds no row lock; the
+    # catalog (built once, for the profile and the active tools) and the ranking need no row either.
     knowledge = turn_knowledge().prepare(
         access=access,
         query=_turn_knowledge_query(effective, data),
         delivery=data.get("knowledge_delivery"),
     )
-    with transaction.atomic():
-        conversation = _conversation_get_or_create(
-            identity=identity, route=route, key=data["client_conversation_id"]
-        )
-        run = AgentRun(
-            session_id=identity.session.pk,
-            client_id=identity.client.pk,
-            route=route,
-            conversation=conversation,
-            client_turn_id=data["client_turn_id"],
-            user_message_id=data["user_message_id"],
-            request_hash=request_hash,
-            user_input=data["user_input"],
-            knowledge_delivery=data.get("knowledge_delivery", ""),
-        )
-        try:
-            with transaction.atomic():
-                run.save(force_insert=True)
-        except IntegrityError:
-            # The winner of a concurrent first request has committed: replay it or conflict.
-            existing = _turn_lookup(identity=identity, route=route, data=data)
-            return _turn_replay(existing, identity=identity, data=data, request_hash=request_hash)
+    catalog = catalog_service.route_catalog(route=route, identity=identity, effective=effective)
+    profile = workspace_profile(route, identity=identity, effective=effective, catalog=catalog)
+    active_tools = _active_tools(catalog, turn_query(data))
+    run_id = uuid.uuid4()
+    delivered = knowledge.render(identity=identity, run_id=run_id)
 
+    with transaction.atomic():
         # Memory first: the current user message is appended only after it has been read.
-        recent = _memory(conversation=conversation, memory_cfg=effective["memory"])
-        providers = (
-            catalog_service.load_providers(s["provider"] for s in effective["tools"]["sources"])
-            if effective["tools"]["agent_direct"]["enabled"]
-            else {}
+        conversation_id, recent = _conversation_with_memory(
+            identity=identity, route=route, key=data["client_conversation_id"], memory_cfg=effective["memory"]
         )
-        profile = workspace_profile(route, identity=identity, effective=effective, providers=providers)
-        catalog = catalog_service.route_catalog(
-            route=route, identity=identity, effective=effective, providers=providers
-        )
-        active_tools = _active_tools(catalog, turn_query(data))
         context: dict[str, Any] = {
             "instructions": profile["profile"]["instructions"],
             "page_context": data.get("page_context", {}),
             "renderers": data.get("renderers", []),
             "memory": {"summary": None, "recent": recent},
             "memory_refs": [
-                {"thread_id": str(conversation.id), "summary_upto_id": 0, "prior_messages": len(recent)}
+                {"thread_id": str(conversation_id), "summary_upto_id": 0, "prior_messages": len(recent)}
             ],
-            "knowledge": [],
-            "knowledge_refs": [],
+            "knowledge": delivered.knowledge,
+            "knowledge_refs": delivered.knowledge_refs,
             "governance": profile["profile"]["governance"],
         }
-        delivered = knowledge.render(identity=identity, run_id=run.run_id)
-        context["knowledge"], context["knowledge_refs"] = delivered.knowledge, delivered.knowledge_refs
         if delivered.delivery is not None:
             context["knowledge_delivery"] = delivered.delivery
         body = _body_bytes(
             {
                 "schema_version": TURN_SCHEMA,
-                "run_id": str(run.run_id),
+                "run_id": str(run_id),
                 "profile_revision": profile["profile"]["revision"],
                 "capability_revision": catalog.revision,
                 "context": context,
                 "active_tools": active_tools,
             }
         )
-
         now = timezone.now()
-        VisibleMessage.objects.create(
-            conversation=conversation,
-            run=run,
-            direction=VisibleMessage.Direction.IN,
-            external_message_id=run.user_message_id,
-            content=run.user_input,
+        run = AgentRun(
+            run_id=run_id,
+            session_id=identity.session.pk,
+            client_id=identity.client.pk,
+            route_id=route.pk,
+            conversation_id=conversation_id,
+            client_turn_id=data["client_turn_id"],
+            user_message_id=data["user_message_id"],
+            request_hash=request_hash,
+            user_input=data["user_input"],
+            knowledge_delivery=data.get("knowledge_delivery", ""),
+            status=AgentRun.Status.CONTEXT_READY,
+            context_body=body,
+            profile_revision=profile["profile"]["revision"],
+            capability_revision=catalog.revision,
             created_at=now,
+            context_ready_at=now,
         )
-        run.status = AgentRun.Status.CONTEXT_READY
-        run.context_body = body
-        run.profile_revision = profile["profile"]["revision"]
-        run.capability_revision = catalog.revision
-        run.context_ready_at = now
-        run.save(
-            update_fields=[
-                "status",
-                "context_body",
-                "profile_revision",
-                "capability_revision",
-                "context_ready_at",
-                "updated_at",
-            ]
-        )
+        if not _run_insert(run, now=now):
+            # The winner of a concurrent first request has committed: replay it or conflict.
+            existing = _turn_lookup(identity=identity, route=route, data=data)
+            return _turn_replay(existing, identity=identity, data=data, request_hash=request_hash)
         audit_record(
             action="agent_runtime.turn.context_ready",
             actor=identity.actor,
             route_key=route.route_key,
             target_type="agent_run",
-            target_id=str(run.run_id),
+            target_id=str(run_id),
             data={
-                "run_id": str(run.run_id),
-                "thread_id": str(conversation.id),
+                "run_id": str(run_id),
+                "thread_id": str(conversation_id),
                 "prior_messages": len(recent),
                 "active_tools": len(active_tools),
                 "authorized_tools": catalog.authorized_total,

@@ -32,10 +32,11 @@ Fusion (``fusion`` = the route's ``knowledge.fusion``, defaults in ``FUSION_DEFA
 
 Freshness (docs/protocol.md "Knowledge retrieval")
     Every candidate is re-read before it is returned: its document must be ``ready`` with the
-    revision the chunk was cut from, the chunk's KB must be one of the searched KBs and still
-    enabled, and the stored chunk text must still equal ``document.content[char_start:char_end]``.
-    Stale candidates are dropped and later ones fill the gap (each lane fetches more candidates
-    than ``limit`` for this reason).
+    revision the chunk was cut from, the chunk's KB must be the searched KB and still enabled, and
+    the stored chunk text must still equal ``document.content[char_start:char_end]``. The check is
+    part of the KB's lane statement (its snapshot is the lanes' own). Stale candidates keep their
+    lane ranks but are dropped, and later ones fill the gap (each lane fetches more candidates than
+    ``limit`` for this reason).
 
 Status and degradation (docs/protocol.md "Search status values")
     ``disabled``     nothing to search (no KB configured, or every configured KB disabled).
@@ -49,10 +50,13 @@ Status and degradation (docs/protocol.md "Search status values")
                      (``embedding_failed:<kb>``; the KB still answers lexically).
     ``unavailable``  every source failed. Never an empty ``ok`` when retrieval failed.
 
-Each KB's lanes run in one savepoint with a statement timeout; the savepoint is always rolled back
-(the lanes only read), so the ``SET LOCAL`` settings never leak into the caller's transaction and a
-database error in one KB cannot abort the others. Logs name the KB and the error class only, never
-SQL, the query text or document text.
+Each KB's lanes and the freshness check are one statement (the lanes as materialized CTEs), run
+with a statement timeout and the HNSW search depth set for it alone: outside a transaction the
+``set_config(…, true)`` and the statement are sent together in pipeline mode, one round trip and one
+implicit transaction that ends with them (no BEGIN, no ROLLBACK); inside a caller's transaction they
+run in a savepoint that is always rolled back (the lanes only read). Either way the settings never
+leak into what the connection does next, and a database error in one KB cannot abort the others.
+Logs name the KB and the error class only, never SQL, the query text or document text.
 """
 
 from __future__ import annotations
@@ -173,6 +177,8 @@ class _KbOutcome:
     # The KB answered but one requested source failed (an embedding error): makes the search partial.
     failure: bool = False
     candidates: list[_Candidate] = field(default_factory=list)
+    # chunk id -> its current (document_id, seq, content, source_key, title, revision), fresh ones only
+    fresh: dict[int, tuple] = field(default_factory=dict)
 
 
 def knowledge_search(
@@ -262,12 +268,8 @@ def knowledge_search_bases(
         (candidate for outcome in results for candidate in outcome.candidates),
         key=lambda c: (-c.score, c.kb.kb_id, c.chunk_id),
     )
-    hits, fresh_failed = _fresh_hits(merged, bases=bases, limit=limit)
-    if fresh_failed:
-        for outcome in results:
-            if outcome.status != KB_FAILED:
-                outcome.status = KB_FAILED
-                outcome.degraded.append(f"kb_failed:{outcome.kb.kb_id}")
+    fresh = {chunk_id: row for outcome in results for chunk_id, row in outcome.fresh.items()}
+    hits = _fresh_hits(merged, fresh=fresh, limit=limit)
 
     kb_status: dict[str, str] = {}
     searched = failed = 0
@@ -410,13 +412,88 @@ LIMIT %(depth)s
 """  # noqa: S608 - only the module constant TS_CONFIG is interpolated; values are bound parameters
 
 
-def _vector_sql(kb: KnowledgeBase) -> str:
-    """The vector lane's statement for ``kb``: the literal cast and predicate of its partial index."""
+def _vector_sql(kb: KnowledgeBase, *, named: bool = False) -> str:
+    """The vector lane's statement for ``kb``: the literal cast and predicate of its partial index.
+
+    Parameters are the query vector and the depth, positional or (``named``) ``%(vector)s`` and
+    ``%(depth)s``."""
     dim, pk = int(kb.embedding_dim), int(kb.pk)
+    vector, depth = ("%(vector)s", "%(depth)s") if named else ("%s", "%s")
     return (
-        f"SELECT chunk_id, embedding::vector({dim}) <=> %s AS distance FROM {VECTOR_TABLE} "  # noqa: S608
-        f"WHERE kb_id = {pk} ORDER BY distance LIMIT %s"
+        f"SELECT chunk_id, embedding::vector({dim}) <=> {vector} AS distance FROM {VECTOR_TABLE} "  # noqa: S608
+        f"WHERE kb_id = {pk} ORDER BY distance LIMIT {depth}"
     )
+
+
+# The freshness check of one candidate (see Freshness): its current row when it may be served.
+_FRESH_LATERAL = """
+LEFT JOIN LATERAL (
+    SELECT c.document_id, c.seq, c.content, d.source_key, d.title, d.revision
+    FROM knowledge_chunk c
+    JOIN knowledge_document d ON d.id = c.document_id AND d.kb_id = c.kb_id
+    JOIN knowledge_knowledgebase kb ON kb.id = c.kb_id
+    WHERE c.id = k.chunk_id
+      AND c.kb_id = %(kb)s
+      AND kb.enabled
+      AND d.status = %(ready)s
+      AND c.revision = d.revision
+      AND c.content = substr(d.content, c.char_start + 1, c.char_end - c.char_start)
+) f ON true
+"""
+
+_SETTINGS_SQL = "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true)"
+
+
+def _lanes_sql(kb: KnowledgeBase, *, lexical: bool, vector: bool) -> str:
+    """One KB's lanes and the freshness check of their candidates, as one statement.
+
+    Each row is a candidate: ``chunk_id``, its BM25 score (NULL outside the lexical lane), its cosine
+    distance (NULL outside the vector lane), then its current ``document_id, seq, content,
+    source_key, title, revision`` (all NULL when it is stale). Each lane is a materialized CTE, so
+    it is planned exactly as its statement alone (the impact index, the partial HNSW index).
+    """
+    ctes, lanes = [], []
+    if lexical:
+        ctes.append(f"lexical AS MATERIALIZED ({_LEXICAL_SQL})")
+        lanes.append("SELECT chunk_id FROM lexical")
+    if vector:
+        ctes.append(f"nearest AS MATERIALIZED ({_vector_sql(kb, named=True)})")
+        lanes.append("SELECT chunk_id FROM nearest")
+    ctes.append(f"candidates AS ({' UNION '.join(lanes)})")
+    score = "l.score" if lexical else "NULL::float8"
+    distance = "n.distance" if vector else "NULL::float8"
+    joins = ""
+    if lexical:
+        joins += "LEFT JOIN lexical l ON l.chunk_id = k.chunk_id\n"
+    if vector:
+        joins += "LEFT JOIN nearest n ON n.chunk_id = k.chunk_id\n"
+    return (
+        f"WITH {', '.join(ctes)}\n"
+        f"SELECT k.chunk_id, {score}, {distance}, f.document_id, f.seq, f.content, f.source_key, f.title, "
+        f"f.revision\nFROM candidates k\n{joins}{_FRESH_LATERAL}"
+    )
+
+
+def _lanes_execute(sql: str, params: dict[str, Any], *, depth: int) -> list[tuple]:
+    """Run one KB's lane statement with its own statement timeout and HNSW depth (see the module
+    docstring): pipelined with its settings outside a transaction, in a rolled-back savepoint inside
+    one."""
+    settings = [str(LANE_STATEMENT_TIMEOUT_MS), str(max(depth, MIN_EF_SEARCH))]
+    if connection.in_atomic_block:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_SETTINGS_SQL, settings)
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            # The lanes only read: rolling back undoes the SET LOCALs instead of leaking them.
+            transaction.set_rollback(True)
+        return rows
+    connection.ensure_connection()
+    # Both statements before one Sync: one implicit transaction, so the local settings hold for the
+    # lanes and end with them. Errors of the pipeline itself become Django's DatabaseError too.
+    with connection.wrap_database_errors, connection.connection.pipeline(), connection.cursor() as cursor:
+        cursor.execute(_SETTINGS_SQL, settings)
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _kb_search(
@@ -427,52 +504,44 @@ def _kb_search(
     depth: int,
     min_score: float | None,
 ) -> None:
-    """Run ``outcome.kb``'s lanes in one always-rolled-back savepoint; a database error fails the KB."""
+    """Run ``outcome.kb``'s lanes and freshness check in one statement; a database error fails the KB."""
     kb = outcome.kb
-    lexical: list[tuple[int, float]] = []
-    nearest: list[tuple[int, float]] = []
-    try:
-        if vector is not None:
-            register()  # before the cursor is opened: it copies the connection's adapters
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true)",
-                [str(LANE_STATEMENT_TIMEOUT_MS), str(max(depth, MIN_EF_SEARCH))],
-            )
-            if lexical_text:
-                started = time.perf_counter()
-                cursor.execute(
-                    _LEXICAL_SQL,
-                    {
-                        "kb": kb.pk,
-                        "text": lexical_text,
-                        "k1": BM25_K1,
-                        "b": BM25_B,
-                        "per_term": POSTINGS_PER_TERM,
-                        "depth": depth,
-                    },
-                )
-                lexical = [(int(chunk_id), float(score)) for chunk_id, score in cursor.fetchall()]
-                SEARCH_LANE_SECONDS.labels(lane=LANE_LEXICAL).observe(time.perf_counter() - started)
-            if vector is not None:
-                started = time.perf_counter()
-                cursor.execute(_vector_sql(kb), [vector, depth])
-                # HNSW order is approximate; re-sort so near-ties always come out the same way.
-                rows = sorted((float(distance), int(chunk_id)) for chunk_id, distance in cursor.fetchall())
-                nearest = [(chunk_id, 1.0 - distance) for distance, chunk_id in rows]
-                SEARCH_LANE_SECONDS.labels(lane=LANE_VECTOR).observe(time.perf_counter() - started)
-            # The lanes only read: rolling back undoes the SET LOCALs instead of leaking them.
-            transaction.set_rollback(True)
-    except DatabaseError as exc:
-        logger.warning("knowledge search: kb %s failed (%s)", kb.kb_id, type(exc).__name__)
-        outcome.status = KB_FAILED
-        outcome.failure = False
-        outcome.degraded.append(f"kb_failed:{kb.kb_id}")
-        return
+    run_lexical, run_vector = bool(lexical_text), vector is not None
+    rows: list[tuple] = []
+    if run_lexical or run_vector:
+        params: dict[str, Any] = {"kb": kb.pk, "ready": Document.Status.READY}
+        if run_lexical:
+            params.update(text=lexical_text, k1=BM25_K1, b=BM25_B, per_term=POSTINGS_PER_TERM, depth=depth)
+        if run_vector:
+            params.update(vector=vector, depth=depth)
+        try:
+            if run_vector:
+                register()  # before the cursor is opened: it copies the connection's adapters
+            started = time.perf_counter()
+            rows = _lanes_execute(_lanes_sql(kb, lexical=run_lexical, vector=run_vector), params, depth=depth)
+            lane = "hybrid" if run_lexical and run_vector else LANE_LEXICAL if run_lexical else LANE_VECTOR
+            SEARCH_LANE_SECONDS.labels(lane=lane).observe(time.perf_counter() - started)
+        except DatabaseError as exc:
+            logger.warning("knowledge search: kb %s failed (%s)", kb.kb_id, type(exc).__name__)
+            outcome.status = KB_FAILED
+            outcome.failure = False
+            outcome.degraded.append(f"kb_failed:{kb.kb_id}")
+            return
     if lexical_text is not None:
         outcome.lanes_run.add(LANE_LEXICAL)
     if vector is not None:
         outcome.lanes_run.add(LANE_VECTOR)
+    # The lexical lane's own order (score, then chunk id); HNSW order is approximate, so the vector
+    # lane is sorted here and near-ties always come out the same way.
+    lexical = sorted(
+        ((int(row[0]), float(row[1])) for row in rows if row[1] is not None),
+        key=lambda item: (-item[1], item[0]),
+    )
+    nearest = [
+        (chunk_id, 1.0 - distance)
+        for distance, chunk_id in sorted((float(row[2]), int(row[0])) for row in rows if row[2] is not None)
+    ]
+    outcome.fresh = {int(row[0]): row[3:] for row in rows if row[3] is not None}
     found: dict[int, _Candidate] = {}
     for rank, (chunk_id, score) in enumerate(lexical, start=1):
         found[chunk_id] = _Candidate(chunk_id=chunk_id, kb=kb, lexical_rank=rank, lexical_score=score)
@@ -519,43 +588,15 @@ def _normaliser(scores: list[float]):
     return normalise
 
 
-_FRESH_SQL = """
-SELECT c.id, c.document_id, c.seq, c.content, d.source_key, d.title, d.revision
-FROM knowledge_chunk c
-JOIN knowledge_document d ON d.id = c.document_id AND d.kb_id = c.kb_id
-JOIN knowledge_knowledgebase kb ON kb.id = c.kb_id
-WHERE c.id = ANY(%s)
-  AND c.kb_id = ANY(%s)
-  AND kb.enabled
-  AND d.status = %s
-  AND c.revision = d.revision
-  AND c.content = substr(d.content, c.char_start + 1, c.char_end - c.char_start)
-"""
-
-
-def _fresh_hits(
-    merged: list[_Candidate], *, bases: list[KnowledgeBase], limit: int
-) -> tuple[list[Hit], bool]:
-    """The first ``limit`` candidates that pass the freshness check, as hits; and whether the check
-    itself failed (a database error: then nothing can be served)."""
-    if not merged:
-        return [], False
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                _FRESH_SQL,
-                [[c.chunk_id for c in merged], [kb.pk for kb in bases], Document.Status.READY],
-            )
-            rows = {row[0]: row for row in cursor.fetchall()}
-    except DatabaseError as exc:
-        logger.warning("knowledge search: freshness check failed (%s)", type(exc).__name__)
-        return [], True
+def _fresh_hits(merged: list[_Candidate], *, fresh: dict[int, tuple], limit: int) -> list[Hit]:
+    """The first ``limit`` candidates that passed the freshness check (``fresh``: chunk id → its
+    current ``document_id, seq, content, source_key, title, revision``), as hits."""
     hits: list[Hit] = []
     for candidate in merged:
-        row = rows.get(candidate.chunk_id)
+        row = fresh.get(candidate.chunk_id)
         if row is None:
             continue
-        _, document_id, seq, content, source_key, title, revision = row
+        document_id, seq, content, source_key, title, revision = row
         retrievers = tuple(
             _RETRIEVER_NAMES[lane]
             for lane, rank in ((LANE_VECTOR, candidate.vector_rank), (LANE_LEXICAL, candidate.lexical_rank))
@@ -581,4 +622,4 @@ def _fresh_hits(
         )
         if len(hits) == limit:
             break
-    return hits, False
+    return hits

@@ -29,8 +29,9 @@ from knowledge.selectors.search import (
 from knowledge.services.documents import document_put
 from knowledge.services.indexing import document_index
 from knowledge.services.providers import local_provider
-from knowledge.vectors import VECTOR_TABLE, vector_index_drop, vector_storage_ready
+from knowledge.vectors import vector_storage_ready
 from tests.factories import KnowledgeBaseFactory, RouteFactory, knowledge_document
+from tests.support.vectors import vectors_corrupted
 
 pytestmark = pytest.mark.django_db
 
@@ -278,13 +279,7 @@ def test_database_error_in_one_kb_fails_only_that_kb(caplog):
     healthy = _lexical_kb(kb_id="kb-healthy")
     doc = knowledge_document(broken, "refunds", "Refund policy", REFUNDS)
     knowledge_document(healthy, "refunds", "Refund policy", REFUNDS)
-    # Corrupt the broken KB's vectors: without its HNSW index a 3-dimensional row is accepted, and
-    # the lane's cast to vector(384) then fails inside PostgreSQL.
-    vector_index_drop(kb_pk=broken.pk)
-    chunk_id = Chunk.objects.filter(document=doc).values_list("pk", flat=True)[0]
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {VECTOR_TABLE} WHERE chunk_id = %s", [chunk_id])
-        cursor.execute(f"INSERT INTO {VECTOR_TABLE} VALUES (%s, %s, '[1,0,0]')", [chunk_id, broken.pk])
+    vectors_corrupted(broken, doc)
 
     with caplog.at_level(logging.WARNING, logger="knowledge.selectors.search"):
         result = _search([broken, healthy], "secret refund question")
@@ -405,3 +400,30 @@ def test_server_without_pgvector_searches_lexically_and_says_so(external_databas
         "hits": [["refunds", ["text"]]],
     }
     assert vector_storage_ready()  # the test database itself does have pgvector
+
+
+def test_lane_statement_keeps_both_lane_indexes():
+    from knowledge.selectors.search import _lanes_sql
+    from knowledge.vectors import register
+
+    kb = KnowledgeBaseFactory()
+    knowledge_document(kb, "refunds", "Refund policy", REFUNDS)
+    vector = local_provider().embed(["refund"])[0]
+    params = {
+        "kb": kb.pk,
+        "ready": "ready",
+        "text": "refund",
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "per_term": 10,
+        "depth": 10,
+        "vector": vector,
+    }
+    register()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("EXPLAIN " + _lanes_sql(kb, lexical=True, vector=True), params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert f"knowledge_vec_kb_{kb.pk}" in plan
+    assert "knowledge_posting_impact" in plan

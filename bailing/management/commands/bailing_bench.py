@@ -425,6 +425,11 @@ class Command(BaseCommand):
                 for index in queries
             )
 
+        def search_spec(path: str, limit: int) -> LoadSpec:
+            """A POST search over every benchmark question, ``limit`` results each."""
+            bodies = tuple(_json({"query": query_text(i), "limit": limit}) for i in queries)
+            return LoadSpec("POST", path, json_auth, bodies)
+
         replay = _json(
             {
                 "client_conversation_id": f"replay-{nonce}",
@@ -452,12 +457,7 @@ class Command(BaseCommand):
             Target(
                 "capability_search",
                 f"POST capabilities/search ({catalog.authorized_total} tools)",
-                LoadSpec(
-                    "POST",
-                    f"{api}/workspaces/{BENCH_KEY}/capabilities/search",
-                    json_auth,
-                    tuple(_json({"query": query_text(i), "limit": 12}) for i in queries),
-                ),
+                search_spec(f"{api}/workspaces/{BENCH_KEY}/capabilities/search", 12),
                 goal=0.4,
             ),
             Target(
@@ -473,12 +473,7 @@ class Command(BaseCommand):
             Target(
                 "knowledge_search",
                 "POST knowledge/search (hybrid, 3 hints)",
-                LoadSpec(
-                    "POST",
-                    f"{knowledge_path}/search",
-                    json_auth,
-                    tuple(_json({"query": query_text(i), "limit": 3}) for i in queries),
-                ),
+                search_spec(f"{knowledge_path}/search", 3),
                 goal=0.15,
             ),
             Target(

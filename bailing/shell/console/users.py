@@ -208,6 +208,24 @@ def _refused(request, exc: UserError):
     )
 
 
+def _confirm(request, subject, *, action: str, roles: str, consequences: list[str]):
+    """The confirmation page (GET) of ``action`` (``deactivate`` or ``reactivate``) on ``subject``."""
+    detail_url = reverse("console:user_detail", args=[subject.username])
+    verb = action.capitalize()
+    return confirm_page(
+        request,
+        Confirmation(
+            title=f"{verb} user {subject.username}?",
+            action_url=reverse(f"console:user_{action}", args=[subject.username]),
+            cancel_url=detail_url,
+            button=f"{verb} user",
+            consequences=consequences,
+            facts=[("Username", subject.username), ("Roles", roles)],
+            crumbs=[("Users", reverse("console:user_list")), (subject.username, detail_url)],
+        ),
+    )
+
+
 class UserDeactivateView(ConsoleView, View):
     permission_required = PERMISSION
     http_method_names = ["get", "post"]
@@ -221,23 +239,18 @@ class UserDeactivateView(ConsoleView, View):
         refusal = user_deactivation_refusal(user=subject, acting_user=request.user)
         if refusal is not None:
             return _refused(request, refusal)
-        return confirm_page(
+        return _confirm(
             request,
-            Confirmation(
-                title=f"Deactivate user {subject.username}?",
-                action_url=reverse("console:user_deactivate", args=[subject.username]),
-                cancel_url=detail_url,
-                button="Deactivate user",
-                consequences=[
-                    f"{subject.username} can no longer sign in to the console; a signed-in browser of "
-                    "theirs is signed out on its next request.",
-                    "Their audit history, decisions and agent sessions stay as they are (revoke sessions "
-                    "on their own pages).",
-                    "An administrator can reactivate them later; the deactivation is audited.",
-                ],
-                facts=[("Username", subject.username), ("Roles", ", ".join(user_roles(subject)) or "none")],
-                crumbs=[("Users", reverse("console:user_list")), (subject.username, detail_url)],
-            ),
+            subject,
+            action="deactivate",
+            roles=", ".join(user_roles(subject)) or "none",
+            consequences=[
+                f"{subject.username} can no longer sign in to the console; a signed-in browser of "
+                "theirs is signed out on its next request.",
+                "Their audit history, decisions and agent sessions stay as they are (revoke sessions "
+                "on their own pages).",
+                "An administrator can reactivate them later; the deactivation is audited.",
+            ],
         )
 
     def post(self, request, username):
@@ -268,23 +281,18 @@ class UserReactivateView(ConsoleView, View):
             messages.info(request, f"User {subject.username} is active; nothing to do.")
             return redirect(detail_url)
         roles = ", ".join(user_roles(subject)) or "none"
-        return confirm_page(
+        return _confirm(
             request,
-            Confirmation(
-                title=f"Reactivate user {subject.username}?",
-                action_url=reverse("console:user_reactivate", args=[subject.username]),
-                cancel_url=detail_url,
-                button="Reactivate user",
-                consequences=[
-                    f"{subject.username} can sign in to the console again, with their current password.",
-                    f"They get back exactly the roles they still hold: {roles}.",
-                    "If the account was deactivated because its password may be known to others, reset "
-                    "the password right after.",
-                    "The reactivation is audited.",
-                ],
-                facts=[("Username", subject.username), ("Roles", roles)],
-                crumbs=[("Users", reverse("console:user_list")), (subject.username, detail_url)],
-            ),
+            subject,
+            action="reactivate",
+            roles=roles,
+            consequences=[
+                f"{subject.username} can sign in to the console again, with their current password.",
+                f"They get back exactly the roles they still hold: {roles}.",
+                "If the account was deactivated because its password may be known to others, reset "
+                "the password right after.",
+                "The reactivation is audited.",
+            ],
         )
 
     def post(self, request, username):

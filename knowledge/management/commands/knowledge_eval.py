@@ -151,18 +151,13 @@ class Command(BaseCommand):
             default=FUSION_DEFAULTS["rrf_k"],
             help="RRF constant k of the hybrid run (default %(default)s)",
         )
-        parser.add_argument(
-            "--lexical-weight",
-            type=float,
-            default=FUSION_DEFAULTS["lexical_weight"],
-            help="weight of the lexical lane in the hybrid run (default %(default)s)",
-        )
-        parser.add_argument(
-            "--vector-weight",
-            type=float,
-            default=FUSION_DEFAULTS["vector_weight"],
-            help="weight of the vector lane in the hybrid run (default %(default)s)",
-        )
+        for lane in ("lexical", "vector"):
+            parser.add_argument(
+                f"--{lane}-weight",
+                type=float,
+                default=FUSION_DEFAULTS[f"{lane}_weight"],
+                help=f"weight of the {lane} lane in the hybrid run (default %(default)s)",
+            )
         add_progress_argument(parser)
 
     def handle(self, *args, **options) -> None:

@@ -39,13 +39,15 @@ def wait_ready(port: int, timeout: float = 30.0, process: subprocess.Popen | Non
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"gunicorn exited with {process.returncode} before it was ready")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             conn.request("GET", "/health")
             if conn.getresponse().status == 200:
                 return
         except OSError:
             pass
+        finally:
+            conn.close()
         time.sleep(0.2)
     raise RuntimeError("gunicorn did not become ready")
 
@@ -469,26 +471,31 @@ def python_load(
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LOAD_TIMEOUT_SECONDS)
         local: list[float] = []
         failed = counter = 0
-        while time.monotonic() < stop_at:
-            counter += 1
-            body = None
-            if spec.bodies:
-                template = spec.bodies[(counter + thread * 7) % len(spec.bodies)]
-                number = base + thread * 1_000_000 + counter
-                text = body_for(template, number=number, hex_nonce=hex_nonce, thread=thread, counter=counter)
-                body = text.encode()
-            started = time.perf_counter()
-            try:
-                conn.request(spec.method, spec.path, body=body, headers=dict(spec.headers))
-                response = conn.getresponse()
-                response.read()
-                failed += not 200 <= response.status < 400
-            except OSError:
-                failed += 1
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LOAD_TIMEOUT_SECONDS)
-                continue
-            local.append(time.perf_counter() - started)
+        try:
+            while time.monotonic() < stop_at:
+                counter += 1
+                body = None
+                if spec.bodies:
+                    template = spec.bodies[(counter + thread * 7) % len(spec.bodies)]
+                    number = base + thread * 1_000_000 + counter
+                    text = body_for(
+                        template, number=number, hex_nonce=hex_nonce, thread=thread, counter=counter
+                    )
+                    body = text.encode()
+                started = time.perf_counter()
+                try:
+                    conn.request(spec.method, spec.path, body=body, headers=dict(spec.headers))
+                    response = conn.getresponse()
+                    response.read()
+                    failed += not 200 <= response.status < 400
+                except OSError:
+                    failed += 1
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LOAD_TIMEOUT_SECONDS)
+                    continue
+                local.append(time.perf_counter() - started)
+        finally:
+            conn.close()
         with lock:
             latencies.extend(local)
             errors[0] += failed

@@ -79,6 +79,7 @@ def test_the_cpu_of_a_real_process_tree_counts_its_exited_children_too():
     finally:
         process.stdin.close()
         process.wait(timeout=10)
+        process.stdout.close()
     seconds = ticks / CLOCK_TICKS
     # 0.3 s in the exited grandchild + 0.3 s here, plus interpreter start-up of both.
     assert 0.55 <= seconds < 5, seconds

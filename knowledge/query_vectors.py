@@ -11,51 +11,45 @@ sets the number of entries (0 turns the cache off). The text stays in this proce
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 
 import numpy as np
 
+from bailing.versioned import VersionedCache
 
-class QueryVectorCache:
+
+class QueryVectorCache(VersionedCache[np.ndarray]):
+    """The plumbing's bounded LRU, with read-only copies, hit counts and a capacity of 0 meaning off."""
+
     def __init__(self, capacity: int) -> None:
-        self.capacity = max(0, capacity)
-        self._entries: OrderedDict[Hashable, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__("query_vectors", max(0, capacity))
         self.hits = 0
         self.misses = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.max_entries
 
     def get(self, key: Hashable) -> np.ndarray | None:
         if not self.capacity:
             return None
+        vector = super().get(key)
         with self._lock:
-            vector = self._entries.get(key)
             if vector is None:
                 self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return vector
+            else:
+                self.hits += 1
+        return vector
 
     def put(self, key: Hashable, vector: np.ndarray) -> np.ndarray:
         vector = np.array(vector, dtype=np.float32, copy=True)
         vector.setflags(write=False)
-        if not self.capacity:
-            return vector
-        with self._lock:
-            self._entries[key] = vector
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-        return vector
+        return super().put(key, vector) if self.capacity else vector
 
     def clear(self) -> None:
+        super().clear()
         with self._lock:
-            self._entries.clear()
             self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 _CACHE: QueryVectorCache | None = None

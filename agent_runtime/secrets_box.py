@@ -24,6 +24,7 @@ import base64
 import binascii
 import functools
 import os
+from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -32,7 +33,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["SealedSecretError", "open_sealed", "seal"]
+__all__ = ["SealedKind", "SealedSecretError", "open_sealed", "seal", "sealed_length"]
 
 VERSION_PREFIX = "v1."
 # Domain separation: this exact string is part of the key schedule. Changing it invalidates every
@@ -41,8 +42,6 @@ _HKDF_INFO = b"bailing-hub secrets_box v1: AES-256-GCM key for secrets at rest"
 _AAD_LABEL = b"bailing-hub.secrets_box.v1"
 _NONCE_BYTES = 12
 _TAG_BYTES = 16
-# A provider secret is at most a few KiB; the bound keeps a corrupted column from costing much.
-_MAX_TOKEN_CHARS = 64 * 1024
 
 
 class SealedSecretError(Exception):
@@ -81,23 +80,45 @@ def _aad(purpose: str, context: str) -> bytes:
     return b"\x00".join((_AAD_LABEL, _label(purpose, "purpose"), _label(context, "context")))
 
 
-def seal(plaintext: str, *, purpose: str, context: str) -> str:
+def sealed_length(plaintext_bytes: int) -> int:
+    """Length of the text :func:`seal` makes of a plaintext of ``plaintext_bytes`` UTF-8 bytes: the
+    version prefix plus unpadded base64url of nonce, ciphertext (as long as the plaintext) and tag."""
+    raw = _NONCE_BYTES + plaintext_bytes + _TAG_BYTES
+    return len(VERSION_PREFIX) + (raw * 4 + 2) // 3
+
+
+def seal(plaintext: str, *, purpose: str, context: str, max_plaintext_bytes: int) -> str:
     """Encrypt ``plaintext`` for ``purpose`` (e.g. ``"tool_provider.secret"``) and ``context``
-    (e.g. the provider name); return the opaque text to store."""
+    (e.g. the provider name); return the opaque text to store.
+
+    ``max_plaintext_bytes`` is the bound of this kind of value, named where the kind is defined (a
+    provider secret, a Client Token, the frozen arguments of an invocation); :func:`open_sealed`
+    takes the same bound. Sealing a longer value is a programming error (``ValueError``): the caller
+    checks its budget first, with its own error for the client.
+    """
     if not isinstance(plaintext, str):
         raise TypeError("plaintext must be a string")
+    data = plaintext.encode("utf-8")
+    if len(data) > max_plaintext_bytes:
+        raise ValueError(f"the value is longer than its bound of {max_plaintext_bytes} bytes")
     nonce = os.urandom(_NONCE_BYTES)
-    sealed = AESGCM(_key()).encrypt(nonce, plaintext.encode("utf-8"), _aad(purpose, context))
+    sealed = AESGCM(_key()).encrypt(nonce, data, _aad(purpose, context))
     return VERSION_PREFIX + base64.urlsafe_b64encode(nonce + sealed).rstrip(b"=").decode("ascii")
 
 
-def open_sealed(token: str, *, purpose: str, context: str) -> str:
-    """Decrypt a value made by :func:`seal` with the same purpose and context.
+def open_sealed(token: str, *, purpose: str, context: str, max_plaintext_bytes: int) -> str:
+    """Decrypt a value made by :func:`seal` with the same purpose, context and bound.
 
-    Raises :class:`SealedSecretError` for anything that does not open cleanly.
+    Raises :class:`SealedSecretError` for anything that does not open cleanly, including a stored
+    text longer than a sealed value of ``max_plaintext_bytes`` can be (a corrupted column is refused
+    before it costs a decode).
     """
     aad = _aad(purpose, context)
-    if not isinstance(token, str) or not token.startswith(VERSION_PREFIX) or len(token) > _MAX_TOKEN_CHARS:
+    if (
+        not isinstance(token, str)
+        or not token.startswith(VERSION_PREFIX)
+        or len(token) > sealed_length(max_plaintext_bytes)
+    ):
         raise SealedSecretError
     body = token[len(VERSION_PREFIX) :]
     try:
@@ -114,3 +135,23 @@ def open_sealed(token: str, *, purpose: str, context: str) -> str:
         return plaintext.decode("utf-8")
     except (InvalidTag, UnicodeDecodeError):
         raise SealedSecretError from None
+
+
+@dataclass(frozen=True)
+class SealedKind:
+    """One kind of sealed value: its purpose (part of the associated data) and the bound of its
+    plaintext, defined once where the kind is (``PROVIDER_SECRET``, ``CLIENT_TOKEN``,
+    ``FROZEN_ARGUMENTS``), so sealing and opening always agree on both."""
+
+    purpose: str
+    max_plaintext_bytes: int
+
+    def seal(self, plaintext: str, *, context: str) -> str:
+        return seal(
+            plaintext, purpose=self.purpose, context=context, max_plaintext_bytes=self.max_plaintext_bytes
+        )
+
+    def open(self, token: str, *, context: str) -> str:
+        return open_sealed(
+            token, purpose=self.purpose, context=context, max_plaintext_bytes=self.max_plaintext_bytes
+        )

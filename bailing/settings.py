@@ -361,3 +361,7 @@ BAILING_APPROVAL_TTL_SECONDS = env.int("BAILING_APPROVAL_TTL_SECONDS", default=0
 BAILING_APPROVAL_NOTIFY_DELAYS = [
     float(value) for value in env.list("BAILING_APPROVAL_NOTIFY_DELAYS", default=["0", "2", "10"])
 ]
+# Each tool provider's bulkhead: at most this many of its calls in flight per hub process (a
+# provider's `max_concurrent_calls` overrides it). Keep it below GUNICORN_THREADS, so a business
+# system that stalls can never hold every thread of a worker.
+BAILING_PROVIDER_MAX_CONCURRENT_CALLS = env.int("BAILING_PROVIDER_MAX_CONCURRENT_CALLS", default=2)

@@ -17,8 +17,7 @@ from agent_runtime.api.base import AgentApiView, RawStringField, query_params
 from agent_runtime.selectors import invocations as invocation_selectors
 from agent_runtime.services import invocations as service
 from agent_runtime.tools.compiler import TOOL_NAME_RE
-from bailing.api.errors import InvalidRequest, RequestBodyTooLarge
-from bailing.api.limits import compact_json_utf8_bytes
+from bailing.api.errors import InvalidRequest
 from bailing.api.serializers import JSONObjectField, StrictCharField, StrictSerializer, validate_strict
 
 INVOCATION_ID_PATTERN = r"[0-9a-f]{64}"
@@ -51,11 +50,10 @@ class InvocationCreateApi(AgentApiView):
 
     def post(self, request):
         payload = request.data
+        measured = None
         if isinstance(payload, dict) and "arguments" in payload:
-            # Measured before anything else touches the arguments, whatever their type.
-            size = compact_json_utf8_bytes(payload["arguments"])
-            if size > service.ARGUMENTS_MAX_BYTES:
-                raise RequestBodyTooLarge.arguments(max_bytes=service.ARGUMENTS_MAX_BYTES, actual_bytes=size)
+            # Measured before anything else touches the arguments, whatever their type (413 first).
+            measured = service.arguments_size_checked(payload["arguments"])
         data = validate_strict(self.InputSerializer, payload)
         result = service.invocation_create(
             identity=self.identity,
@@ -63,7 +61,7 @@ class InvocationCreateApi(AgentApiView):
                 invocation_id=data["invocation_id"],
                 route=data["route"],
                 tool=data["tool"],
-                arguments=data["arguments"],
+                arguments=service.tool_arguments(data["arguments"], text=measured),
                 capability_revision=data["capability_revision"],
                 agent_run_id=data.get("agent_run_id"),
             ),

@@ -33,6 +33,8 @@ from bailing.api.limits import compact_json_utf8_bytes
 PROVIDER_DEFAULT_SPEC_URL = "/.well-known/bailing/tools.json"
 PROVIDER_DEFAULT_TIMEOUT_MS = 10_000
 PROVIDER_DEFAULT_RATE_LIMIT = 120
+# The highest bulkhead a provider may set: no hub process runs more threads than this.
+PROVIDER_MAX_CONCURRENT_CALLS = 256
 # Inline specs and fetched specs share one budget (compact JSON / raw response bytes).
 PROVIDER_SPEC_MAX_BYTES = 5 * 1024 * 1024
 _PROVIDER_KEYS = (
@@ -46,6 +48,7 @@ _PROVIDER_KEYS = (
     "spec_access_policy",
     "timeout_ms",
     "rate_limit_per_min",
+    "max_concurrent_calls",
     "auto_refresh_min",
     "secret_env",
     "secret_file",
@@ -148,6 +151,7 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
         "spec_access_policy": "signed_required",
         "timeout_ms": PROVIDER_DEFAULT_TIMEOUT_MS,
         "rate_limit_per_min": PROVIDER_DEFAULT_RATE_LIMIT,
+        "max_concurrent_calls": None,
         "auto_refresh_min": 0,
         "secret_env": None,
         "secret_file": None,
@@ -191,6 +195,15 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
     if "rate_limit_per_min" in data:
         result["rate_limit_per_min"] = read_integer(
             data["rate_limit_per_min"], field_path(path, "rate_limit_per_min"), lo=0, hi=PG_INT_MAX
+        )
+    if "max_concurrent_calls" in data:
+        # The provider's bulkhead (agent_runtime.services.invocations.locks): calls in flight per hub
+        # process; left out, the hub's BAILING_PROVIDER_MAX_CONCURRENT_CALLS.
+        result["max_concurrent_calls"] = read_integer(
+            data["max_concurrent_calls"],
+            field_path(path, "max_concurrent_calls"),
+            lo=1,
+            hi=PROVIDER_MAX_CONCURRENT_CALLS,
         )
     if "auto_refresh_min" in data:
         result["auto_refresh_min"] = read_integer(

@@ -40,6 +40,9 @@ class ToolProvider(models.Model):
     secret_set_at = models.DateTimeField(null=True, blank=True, editable=False)
     timeout_ms = models.PositiveIntegerField(default=10000)
     rate_limit_per_min = models.PositiveIntegerField(default=120)
+    # At most this many calls of this provider in flight per hub process (its bulkhead); NULL = the
+    # hub's default, BAILING_PROVIDER_MAX_CONCURRENT_CALLS.
+    max_concurrent_calls = models.PositiveIntegerField(null=True, blank=True)
     auto_refresh_min = models.PositiveIntegerField(default=0)
     # Last good spec and what compiling it said.
     spec_json = models.JSONField(null=True, blank=True, editable=False)

@@ -30,7 +30,6 @@ from agent_runtime.services.clients import client_token_plaintext
 from agent_runtime.tools.approval import ApprovalPolicyOutcome
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.jsjson import js_string, js_stringify
-from bailing.api.limits import compact_json_utf8_bytes
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 from bailing.outbound import outbound_client
@@ -118,10 +117,12 @@ def approval_request_create(
     access: WorkspaceAccess,
     compiled: CompiledTool,
     arguments: dict[str, Any],
+    args_bytes: int,
     outcome: ApprovalPolicyOutcome,
 ) -> ToolApproval:
     """Create the pending approval of ``invocation`` (inside the caller's transaction) and, when the
-    route has an approval channel, its notification, delivered after commit."""
+    route has an approval channel, its notification, delivered after commit. ``arguments`` are the
+    normalized arguments and ``args_bytes`` their measured size (``ToolArguments``)."""
     client_app_id = Client.objects.filter(pk=invocation.client_id).values_list("app_id", flat=True).get()
     summary = approval_summary(compiled.approval.prompt, arguments)
     ttl = settings.BAILING_APPROVAL_TTL_SECONDS
@@ -142,7 +143,7 @@ def approval_request_create(
         subject=invocation.on_behalf_of,
         args=arguments,
         args_hash=invocation.args_hash,
-        args_bytes=compact_json_utf8_bytes(arguments),
+        args_bytes=args_bytes,
         intent={},
         expires_at=timezone.now() + timedelta(seconds=ttl) if ttl > 0 else None,
     )

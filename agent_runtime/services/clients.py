@@ -11,13 +11,14 @@ from agent_runtime.config import ConfigError
 from agent_runtime.config.clients import CLIENT_FIELDS
 from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
-from agent_runtime.secrets_box import SealedSecretError, open_sealed, seal
+from agent_runtime.secrets_box import SealedKind, SealedSecretError
 from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, display_prefix, new_secret, secret_hash
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 
-# Associated data of a sealed Client Token (purpose, and the client's app_id as context).
-TOKEN_PURPOSE = "client.token"
+# A sealed Client Token (context: the client's app_id). A token is its prefix and 43 base64url
+# characters (``new_secret``); the bound leaves room for a longer format without admitting much more.
+CLIENT_TOKEN = SealedKind("client.token", max_plaintext_bytes=256)
 
 
 def client_create(*, data: dict, actor: Actor) -> Client:
@@ -84,7 +85,7 @@ def client_token_plaintext(client: Client) -> str | None:
     if not client.token_sealed:
         return None
     try:
-        return open_sealed(client.token_sealed, purpose=TOKEN_PURPOSE, context=client.app_id)
+        return CLIENT_TOKEN.open(client.token_sealed, context=client.app_id)
     except SealedSecretError:
         return None
 
@@ -94,7 +95,7 @@ def _client_token_store(*, client: Client, token: str, actor: Actor) -> None:
         locked = Client.objects.select_for_update().get(pk=client.pk)
         locked.token_hash = secret_hash(token)
         locked.token_prefix = display_prefix(token)
-        locked.token_sealed = seal(token, purpose=TOKEN_PURPOSE, context=locked.app_id)
+        locked.token_sealed = CLIENT_TOKEN.seal(token, context=locked.app_id)
         locked.token_rotated_at = timezone.now()
         locked.save(
             update_fields=["token_hash", "token_prefix", "token_sealed", "token_rotated_at", "updated_at"]

@@ -66,6 +66,7 @@ PROVIDER_CONFIG_FIELDS = (
     "spec_access_policy",
     "timeout_ms",
     "rate_limit_per_min",
+    "max_concurrent_calls",
     "auto_refresh_min",
 )
 # A secret file holds one line; anything bigger is the wrong file.

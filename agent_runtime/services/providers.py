@@ -62,7 +62,7 @@ from django.utils import timezone
 
 from agent_runtime.config import PROVIDER_SPEC_MAX_BYTES
 from agent_runtime.models import ToolProvider
-from agent_runtime.secrets_box import SealedSecretError, open_sealed, seal
+from agent_runtime.secrets_box import SealedKind, SealedSecretError
 from agent_runtime.services.authz_probe import (
     DeclarationInvalid,
     authz_probe_run,
@@ -93,6 +93,9 @@ __all__ = [
 SECRET_PURPOSE = "tool_provider.secret"
 SPEC_MAX_BYTES = PROVIDER_SPEC_MAX_BYTES
 SECRET_MAX_CHARS = 4096
+# A sealed provider secret (context: the provider name): at most SECRET_MAX_CHARS characters of up
+# to four UTF-8 bytes each.
+PROVIDER_SECRET = SealedKind(SECRET_PURPOSE, max_plaintext_bytes=4 * SECRET_MAX_CHARS)
 # Two-key advisory lock space (distinct from the single-bigint space of the audit chain lock):
 # class "bhrp" (Bailing Hub refresh provider), object = provider id.
 _REFRESH_LOCK_CLASS = 0x62687270
@@ -182,7 +185,7 @@ def provider_secret_open(*, provider: ToolProvider) -> str | None:
     """
     if not provider.secret_encrypted:
         return None
-    return open_sealed(provider.secret_encrypted, purpose=SECRET_PURPOSE, context=provider.name)
+    return PROVIDER_SECRET.open(provider.secret_encrypted, context=provider.name)
 
 
 def provider_secret_matches(*, provider: ToolProvider, secret: str) -> bool:
@@ -218,7 +221,7 @@ def provider_set_secret(*, provider: ToolProvider, secret: str, actor: Actor) ->
                 previous = "unreadable"
             else:
                 previous = "set"
-        locked.secret_encrypted = seal(secret, purpose=SECRET_PURPOSE, context=locked.name)
+        locked.secret_encrypted = PROVIDER_SECRET.seal(secret, context=locked.name)
         locked.secret_set_at = timezone.now()
         locked.save(update_fields=["secret_encrypted", "secret_set_at", "updated_at"])
         audit_record(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -80,8 +81,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# The largest finite double, as an exact integer (compared exactly against integer literals).
+_DOUBLE_MAX = int(sys.float_info.max)
+
+
 def _check_value(value: Any) -> None:
-    """Reject lone surrogates (in keys and strings) and excessive nesting, without recursion."""
+    """Reject lone surrogates (in keys and strings), integers beyond a double and excessive nesting,
+    without recursion."""
     stack: list[tuple[Any, str, int]] = [(value, "", 1)]
     while stack:
         item, path, depth = stack.pop()
@@ -89,6 +95,10 @@ def _check_value(value: Any) -> None:
             if has_lone_surrogate(item):
                 raise InvalidRequest("A string contains an unpaired UTF-16 surrogate.", field=path or "$")
             continue
+        if isinstance(item, int) and not isinstance(item, bool) and not -_DOUBLE_MAX <= item <= _DOUBLE_MAX:
+            # An integer literal beyond a double (309+ digits) is Infinity to a JavaScript peer:
+            # refused like 1e999, naming where it is.
+            raise InvalidRequest("A number is too large.", field=path or "$")
         if not isinstance(item, dict | list):
             continue
         if depth > MAX_JSON_DEPTH:

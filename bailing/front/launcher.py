@@ -185,14 +185,15 @@ def wait_answering(port: int, process: subprocess.Popen, timeout: float = 120.0)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the hub exited ({process.returncode}) before it answered")
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
         try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             connection.request("GET", "/health")
             connection.getresponse().read()
-            connection.close()
             return
         except (OSError, http.client.HTTPException):
             time.sleep(0.2)
+        finally:
+            connection.close()  # also after a timeout: an unclosed socket is a ResourceWarning
     raise RuntimeError("the hub did not answer within the time allowed")
 
 

@@ -35,14 +35,13 @@ from agent_runtime.selectors.catalog import Catalog, CatalogTool, capability_sea
 from agent_runtime.selectors.invocations import invocation_receipt
 from agent_runtime.selectors.routes import WorkspaceAccess
 from agent_runtime.services.invocations import (
-    ARGUMENTS_MAX_BYTES,
     InvocationRequest,
     invocation_create,
     invocation_lock_free,
     invocation_resume,
+    tool_arguments,
 )
 from bailing.api.errors import ApiError
-from bailing.api.limits import compact_json_utf8_bytes
 from mcp_server.protocol import UnknownTool
 from mcp_server.services.knowledge_tools import (
     ASK_TOOL,
@@ -344,12 +343,9 @@ class WorkspaceTools:
             invocation_id = secrets.token_hex(32)
         elif not isinstance(invocation_id, str) or not _INVOCATION_ID_RE.fullmatch(invocation_id):
             return tool_failed("Tool failed: `invocation_id` must be 64 lowercase hexadecimal characters")
-        size = compact_json_utf8_bytes(arguments)
-        if size > ARGUMENTS_MAX_BYTES:
-            return tool_failed(
-                f"Tool failed: arguments_too_large: the arguments are {size} bytes, more than "
-                f"{ARGUMENTS_MAX_BYTES}; nothing was sent"
-            )
+        # The same measure, budget and control-character rule as the REST view (413 / 400 as a
+        # failed tool call with the error's fields in structuredContent); nothing is stored.
+        normalized = tool_arguments(arguments)
         catalog = self.catalog()
         result = invocation_create(
             identity=self.identity,
@@ -357,7 +353,7 @@ class WorkspaceTools:
                 invocation_id=invocation_id,
                 route=self.access.route_key,
                 tool=tool,
-                arguments=arguments,
+                arguments=normalized,
                 capability_revision=catalog.revision,
             ),
         )

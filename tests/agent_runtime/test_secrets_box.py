@@ -7,10 +7,16 @@ import base64
 import pytest
 from django.test import override_settings
 
-from agent_runtime.secrets_box import VERSION_PREFIX, SealedSecretError, open_sealed, seal
+import functools
+
+from agent_runtime import secrets_box
+from agent_runtime.secrets_box import VERSION_PREFIX, SealedKind, SealedSecretError, sealed_length
 
 PLAINTEXT = "s3cr3t-värde-🔑"
 OTHER_KEY = "another-secret-key-" + "x" * 60
+BOUND = 4096
+seal = functools.partial(secrets_box.seal, max_plaintext_bytes=BOUND)
+open_sealed = functools.partial(secrets_box.open_sealed, max_plaintext_bytes=BOUND)
 
 
 def _b64(raw: bytes) -> str:
@@ -93,6 +99,7 @@ def test_malformed_tokens_are_refused_without_detail():
         VERSION_PREFIX + _b64(raw[:27]),
         VERSION_PREFIX + _b64(raw + b"\x00"),
         "v1." + "A" * 70_000,
+        token + "A" * (sealed_length(BOUND) - len(token) + 1),
     ]
     for bad in malformed:
         with pytest.raises(SealedSecretError) as info:
@@ -117,3 +124,43 @@ def test_nul_separation_keeps_purpose_and_context_apart():
     token = seal(PLAINTEXT, purpose="a", context="b.c")
     with pytest.raises(SealedSecretError):
         open_sealed(token, purpose="a.b", context="c")
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 100, 4095, 4096])
+def test_sealed_length_is_exact(size):
+    token = seal("x" * size, purpose="p", context="c")
+    assert len(token) == sealed_length(size)
+
+
+def test_a_value_at_its_bound_seals_and_opens_and_one_byte_more_is_refused():
+    kind = SealedKind("p", max_plaintext_bytes=1000)
+    at_bound = "é" * 500  # 1,000 UTF-8 bytes
+    assert kind.open(kind.seal(at_bound, context="c"), context="c") == at_bound
+    with pytest.raises(ValueError):
+        kind.seal(at_bound + "x", context="c")
+    # A stored text longer than any value of the kind can seal to is refused before decoding.
+    larger = SealedKind("p", max_plaintext_bytes=1001).seal(at_bound + "x", context="c")
+    with pytest.raises(SealedSecretError):
+        kind.open(larger, context="c")
+
+
+def test_each_sealed_kind_is_bounded_by_what_it_holds():
+    from agent_runtime.services.clients import CLIENT_TOKEN
+    from agent_runtime.services.invocations.arguments import ARGUMENTS_MAX_BYTES, FROZEN_ARGUMENTS
+    from agent_runtime.services.providers import PROVIDER_SECRET, SECRET_MAX_CHARS
+    from agent_runtime.tokens import CLIENT_TOKEN_PREFIX, new_secret
+
+    # Frozen arguments: the whole argument budget (an approved 1 MiB write must still open).
+    assert FROZEN_ARGUMENTS.max_plaintext_bytes == ARGUMENTS_MAX_BYTES
+    budget = "a" * ARGUMENTS_MAX_BYTES
+    assert FROZEN_ARGUMENTS.open(FROZEN_ARGUMENTS.seal(budget, context="job"), context="job") == budget
+    # A provider secret stays a few KiB: its longest value (4,096 characters of 4 bytes) and no more.
+    assert PROVIDER_SECRET.max_plaintext_bytes == 4 * SECRET_MAX_CHARS <= 16 * 1024
+    longest = "🔑" * SECRET_MAX_CHARS
+    assert PROVIDER_SECRET.open(PROVIDER_SECRET.seal(longest, context="shop"), context="shop") == longest
+    with pytest.raises(SealedSecretError):
+        oversized = SealedKind(PROVIDER_SECRET.purpose, max_plaintext_bytes=20_000)
+        PROVIDER_SECRET.open(oversized.seal("a" * 20_000, context="shop"), context="shop")
+    # A Client Token is short.
+    token = new_secret(CLIENT_TOKEN_PREFIX)
+    assert len(token) <= CLIENT_TOKEN.max_plaintext_bytes <= 1024

@@ -533,16 +533,16 @@ def test_an_answer_that_cannot_be_recorded_is_kept_as_degraded_evidence_and_neve
 ):
     from django.db import DatabaseError
 
-    from agent_runtime.services import invocations as service
+    from agent_runtime.services.invocations import dispatch as service
 
-    real_audit = service._audit
+    real_audit = service.audit
 
     def failing_outcome(invocation, identity, action, **data):
         if action == "outcome":
             raise DatabaseError("the ledger is unavailable")
         return real_audit(invocation, identity, action, **data)
 
-    monkeypatch.setattr(service, "_audit", failing_outcome)
+    monkeypatch.setattr(service, "audit", failing_outcome)
     tickets = _tickets(shop)
     body, response = _invoke(api_client, alice, "create_ticket", {"subject": "Lost", "message": "answer"})
     result = response.json()
@@ -555,7 +555,7 @@ def test_an_answer_that_cannot_be_recorded_is_kept_as_degraded_evidence_and_neve
     assert invocation.reason_code == "evidence_degraded"
     assert (invocation.journal.state, invocation.journal.http_status) == ("evidence_degraded", 201)
     assert "TCK-" in invocation.journal.text  # what the shop answered is kept for the operator
-    monkeypatch.setattr(service, "_audit", real_audit)
+    monkeypatch.setattr(service, "audit", real_audit)
     for url in (INVOKE_URL, resume_url(body["invocation_id"])):
         again = post(api_client, alice, url, body if url == INVOKE_URL else {}).json()
         assert again["state"] == "reconciliation_required"

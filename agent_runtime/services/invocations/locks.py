@@ -1,0 +1,87 @@
+"""Who may work on what at once: the per-invocation lock, and each provider's share of this process.
+
+**The invocation lock.** One request at a time works on an invocation. The lock is a PostgreSQL
+session advisory lock keyed by (session, invocation id), held for the whole call including the
+business request, so a concurrent duplicate answers ``in_progress`` at once and a dead worker's lock
+vanishes with its database connection. The unique (session, invocation id) constraint backs it up.
+
+**The provider bulkhead.** A business system that answers slowly (or drips its answer until the
+deadline) holds the thread that called it. So that one business system cannot take every thread
+of a hub process — ``/health``, other workspaces and other providers included — at most
+``max_concurrent_calls`` calls of one provider are in flight per hub process (the provider's config,
+else ``BAILING_PROVIDER_MAX_CONCURRENT_CALLS``, default 2 of gunicorn's 4 threads). The count is
+in this process on purpose: what it protects is this process's threads. A call that finds its
+provider full is not sent and not stored: ``rejected_before_dispatch`` with
+``auto_retry_allowed: true`` (docs/protocol.md "Provider bulkhead").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection
+
+# Two-int4 advisory lock namespace of invocations ("bhIV"), apart from every other hub lock.
+_LOCK_NAMESPACE = 0x62684956
+
+
+def _lock_key(session_id: uuid.UUID, invocation_id: str) -> int:
+    digest = hashlib.sha256(f"{session_id}\0{invocation_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
+
+
+@contextmanager
+def invocation_lock(session_id: uuid.UUID, invocation_id: str) -> Iterator[bool]:
+    """Try to take the invocation's advisory lock on this request's database connection; yields
+    whether it was taken, and releases it at the end. Released by PostgreSQL too if the process dies
+    (its connection closes), which is how a dead worker's ``dispatching`` call is recognised."""
+    key = _lock_key(session_id, invocation_id)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, key])
+        held = bool(cursor.fetchone()[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, key])
+
+
+def invocation_lock_free(session_id: uuid.UUID, invocation_id: str) -> bool:
+    """Is nobody working on the invocation right now (read-only probe, for receipts)?"""
+    with invocation_lock(session_id, invocation_id) as held:
+        return held
+
+
+_in_flight: dict[str, int] = {}
+_in_flight_guard = threading.Lock()
+
+
+@contextmanager
+def provider_slot(provider: str, limit: int) -> Iterator[bool]:
+    """Take one of ``limit`` in-flight slots of ``provider`` in this process; yields whether one was
+    free, and gives it back at the end."""
+    with _in_flight_guard:
+        taken = _in_flight.get(provider, 0) < limit
+        if taken:
+            _in_flight[provider] = _in_flight.get(provider, 0) + 1
+    try:
+        yield taken
+    finally:
+        if taken:
+            with _in_flight_guard:
+                left = _in_flight[provider] - 1
+                if left:
+                    _in_flight[provider] = left
+                else:
+                    del _in_flight[provider]
+
+
+def provider_calls_in_flight(provider: str) -> int:
+    """How many calls of ``provider`` this process has in flight (for tests and metrics)."""
+    with _in_flight_guard:
+        return _in_flight.get(provider, 0)

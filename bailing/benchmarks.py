@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from urllib.parse import quote
 
 from django.conf import settings
 
@@ -50,20 +49,6 @@ def wait_ready(port: int, timeout: float = 30.0, process: subprocess.Popen | Non
             conn.close()
         time.sleep(0.2)
     raise RuntimeError("gunicorn did not become ready")
-
-
-def database_url(settings_dict: Mapping) -> str:
-    """A ``DATABASE_URL`` for the database of Django connection settings (e.g. ``connection.settings_dict``),
-    so a server a benchmark starts uses exactly the database its fixtures were written to (the test
-    database under pytest)."""
-    host = settings_dict.get("HOST") or settings_dict.get("OPTIONS", {}).get("host", "")
-    user = quote(settings_dict.get("USER") or "postgres", safe="")
-    password = settings_dict.get("PASSWORD") or ""
-    credentials = f"{user}:{quote(password, safe='')}" if password else user
-    name = quote(settings_dict["NAME"], safe="")
-    if not host or host.startswith("/"):
-        return f"postgres://{credentials}@/{name}" + (f"?host={quote(host, safe='/')}" if host else "")
-    return f"postgres://{credentials}@{host}:{settings_dict.get('PORT') or 5432}/{name}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import base64
+import functools
 
 import pytest
 from django.test import override_settings
-
-import functools
 
 from agent_runtime import secrets_box
 from agent_runtime.secrets_box import VERSION_PREFIX, SealedKind, SealedSecretError, sealed_length

@@ -15,9 +15,13 @@ chaos_hang              POST     writes, then never answers (until the server st
 chaos_reset_mid_body    POST     writes, sends 200 headers with ``Content-Length: 1000`` and 10 body
                                  bytes, then resets the connection (RST, ``SO_LINGER`` 0)
 chaos_slow_ok           POST     waits ``delay_ms``, then writes and answers 200 (nothing is written if
-                                 the server stops while it waits)
+                                 the server stops while it waits); while held
+                                 (:meth:`ChaosBusiness.hold_slow_calls`) it waits to be released
 chaos_read              GET      readonly; counts calls; ``mode=drop`` (or :meth:`ChaosBusiness.drop_reads`)
                                  closes the connection without a response
+chaos_bulk_ok           POST     needs approval; takes a ``payload`` of any JSON up to the hub's argument
+                                 budget, writes, answers 200 with the body's length and SHA-256 (the
+                                 exact bytes are in :meth:`ChaosBusiness.requests`)
 ======================  =======  =========================================================================
 
 The fixture is not registered globally: import it in the ``conftest.py`` of the test package that
@@ -48,6 +52,7 @@ import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from hashlib import sha256
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -64,6 +69,7 @@ TOOLS = (
     "chaos_reset_mid_body",
     "chaos_slow_ok",
     "chaos_read",
+    "chaos_bulk_ok",
 )
 # Declared execution.timeout_ms: short so a hub gives up on chaos_hang quickly; chaos_slow_ok gets
 # room for its delay (a "worker killed during dispatch" test needs the call to be slow, not failed).
@@ -73,6 +79,9 @@ MAX_DELAY_MS = 60_000
 # chaos_hang waits for the server to stop, but never longer than this.
 HANG_LIMIT_SECONDS = 300.0
 MAX_BODY_BYTES = 64 * 1024
+# chaos_bulk_ok takes the hub's whole argument budget (1 MiB of compact JSON) and a little more, so a
+# test can tell the hub's refusal from this server's.
+BULK_MAX_BODY_BYTES = 2 * 1024 * 1024
 # The partial answer of chaos_reset_mid_body: 10 bytes of a promised 1000.
 PARTIAL_BODY = b'{"ok":true'
 PROMISED_LENGTH = 1000
@@ -84,6 +93,7 @@ _ROUTES = {
     ("POST", "/chaos/reset-mid-body"): "chaos_reset_mid_body",
     ("POST", "/chaos/slow-ok"): "chaos_slow_ok",
     ("GET", "/chaos/read"): "chaos_read",
+    ("POST", "/chaos/bulk-ok"): "chaos_bulk_ok",
 }
 
 
@@ -97,8 +107,10 @@ _NOTE = {
 }
 
 
-def _acc(scope: str, *, readonly: bool, timeout_ms: int, result: str, when: str) -> dict[str, Any]:
-    return {
+def _acc(
+    scope: str, *, readonly: bool, timeout_ms: int, result: str, when: str, approval: dict | None = None
+) -> dict[str, Any]:
+    acc = {
         "version": 1,
         "enabled": True,
         "scope": scope,
@@ -107,10 +119,20 @@ def _acc(scope: str, *, readonly: bool, timeout_ms: int, result: str, when: str)
         "outcome": {"result": result, "side_effect": "read" if readonly else "write"},
         "guidance": {"when_to_use": when, "returns": result},
     }
+    if approval is not None:
+        acc["approval"] = approval
+    return acc
 
 
 def _write_operation(
-    tool: str, summary: str, result: str, *, properties: dict[str, Any], required: list[str], timeout_ms: int
+    tool: str,
+    summary: str,
+    result: str,
+    *,
+    properties: dict[str, Any],
+    required: list[str],
+    timeout_ms: int,
+    approval: dict | None = None,
 ) -> dict[str, Any]:
     return {
         "operationId": tool,
@@ -136,6 +158,7 @@ def _write_operation(
             timeout_ms=timeout_ms,
             result=result,
             when="Only in hub tests of lost, late or broken answers to side-effecting calls.",
+            approval=approval,
         ),
     }
 
@@ -186,6 +209,20 @@ def build_spec() -> dict[str, Any]:
                 },
                 required=["delay_ms"],
                 timeout_ms=SLOW_TIMEOUT_MS,
+            )
+        },
+        "/chaos/bulk-ok": {
+            "post": _write_operation(
+                "chaos_bulk_ok",
+                "Record a large write once it is approved, and answer with the size and hash of the body.",
+                "ok, the write number, and the length and SHA-256 of the body received.",
+                properties={
+                    "note": _NOTE,
+                    "payload": {"description": "Any JSON value, as large as the hub lets through."},
+                },
+                required=["note"],
+                timeout_ms=SLOW_TIMEOUT_MS,
+                approval={"required": True, "prompt": "Write the bulk record {note}?"},
             )
         },
         "/chaos/read": {
@@ -256,6 +293,9 @@ class _State:
         self.received: dict[str, list[ChaosRequest]] = {tool: [] for tool in TOOLS}
         self.rejected = 0
         self.reads_to_drop = 0
+        # While set, chaos_slow_ok waits for ``released`` (or its delay) instead of its delay alone.
+        self.holding = False
+        self.released = threading.Event()
 
     def perform(self, tool: str) -> int:
         with self.lock:
@@ -275,6 +315,8 @@ class _State:
             self.received = {tool: [] for tool in TOOLS}
             self.rejected = 0
             self.reads_to_drop = 0
+            self.holding = False
+            self.released.clear()
 
 
 class _BadRequest(Exception):
@@ -360,7 +402,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not raw_length.isdigit():
             raise _BadRequest(400, "invalid_request", "content_length")
         length = int(raw_length)
-        if length > MAX_BODY_BYTES:
+        bulk = urlsplit(self.path).path == "/chaos/bulk-ok"
+        if length > (BULK_MAX_BODY_BYTES if bulk else MAX_BODY_BYTES):
             raise _BadRequest(413, "request_too_large")
         body = self.rfile.read(length) if length else b""
         if len(body) != length:
@@ -444,7 +487,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise _BadRequest(400, "invalid_json") from None
         if not isinstance(arguments, dict):
             raise _BadRequest(400, "invalid_request", "body")
-        allowed = {"delay_ms", "note"} if tool == "chaos_slow_ok" else {"note"}
+        allowed = {"chaos_slow_ok": {"delay_ms", "note"}, "chaos_bulk_ok": {"note", "payload"}}.get(
+            tool, {"note"}
+        )
         for name in arguments:
             if name not in allowed:
                 raise _BadRequest(400, "invalid_request", name)
@@ -493,10 +538,32 @@ class _Handler(BaseHTTPRequestHandler):
         connection.close()
 
     def _chaos_slow_ok(self, arguments: dict[str, Any]) -> None:
-        if self.server.state.stopping.wait(arguments["delay_ms"] / 1000):
+        state = self.server.state
+        if state.holding:
+            # Held by the test: answer once released (writing first), or give up like a stop.
+            if not state.released.wait(arguments["delay_ms"] / 1000) or state.stopping.is_set():
+                self._drop()
+                return
+            self._answer_write("chaos_slow_ok", state.perform("chaos_slow_ok"), arguments)
+            return
+        if state.stopping.wait(arguments["delay_ms"] / 1000):
             self._drop()  # stopped while waiting: nothing written, nothing answered
             return
         self._answer_write("chaos_slow_ok", self.server.state.perform("chaos_slow_ok"), arguments)
+
+    def _chaos_bulk_ok(self, arguments: dict[str, Any]) -> None:
+        number = self.server.state.perform("chaos_bulk_ok")
+        body = self.server.state.received["chaos_bulk_ok"][-1].body
+        self._send_json(
+            200,
+            {
+                "ok": True,
+                "tool": "chaos_bulk_ok",
+                "write": number,
+                "bytes": len(body),
+                "sha256": sha256(body).hexdigest(),
+            },
+        )
 
     def _chaos_read(self, arguments: dict[str, Any]) -> None:
         state = self.server.state
@@ -558,8 +625,19 @@ class ChaosBusiness:
         with self._state.lock:
             self._state.reads_to_drop = count
 
+    def hold_slow_calls(self) -> None:
+        """From now on ``chaos_slow_ok`` calls wait (holding their connection) until
+        :meth:`release_slow_calls`, at most their ``delay_ms``; one not released in time writes
+        nothing and drops its connection."""
+        with self._state.lock:
+            self._state.holding = True
+            self._state.released.clear()
+
+    def release_slow_calls(self) -> None:
+        self._state.released.set()
+
     def reset(self) -> None:
-        """Zero every counter, forget recorded requests and pending read drops."""
+        """Zero every counter, forget recorded requests, pending read drops and holds."""
         self._state.reset()
 
     def stop(self) -> None:
@@ -568,6 +646,7 @@ class ChaosBusiness:
             return
         self._stopped = True
         self._state.stopping.set()
+        self._state.released.set()
         self._server.shutdown()
         self._server.close_connections()
         self._server.server_close()  # joins the handler threads

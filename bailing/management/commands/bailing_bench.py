@@ -61,7 +61,6 @@ from bailing.benchmarks import (
     LoadResult,
     LoadSpec,
     body_for,
-    database_url,
     git_commit,
     gunicorn_server,
     libpq_traced,
@@ -76,6 +75,7 @@ from bailing.benchmarks import (
     tree_ticks,
     wrk_load,
 )
+from bailing.db.urls import database_url
 from bailing.front.launcher import stop_process
 from bailing.management.commands import bailing_bench_calls as calls
 from knowledge.config import validate_knowledge_base_config

@@ -55,12 +55,12 @@ from bailing import signing
 from bailing.audit.actor import Actor
 from bailing.benchmarks import (
     SqlCount,
-    database_url,
     gunicorn_server,
     libpq_traced,
     parse_libpq_trace,
     percentile,
 )
+from bailing.db.urls import database_url
 from bailing.front.launcher import stop_process
 
 ROUTE = "bench-calls"

@@ -182,6 +182,25 @@ def test_oversized_arguments_are_refused_and_nothing_is_stored(client, token):
     result = call_modern(client, ROUTE, token, "create_ticket", {"subject": "x", "body": "y" * (1024 * 1024)})
     assert result["isError"] is True
     assert "arguments_too_large" in text_of(result)
+    assert result["structuredContent"]["error"] == "arguments_too_large"
+    assert result["structuredContent"]["actual_bytes"] > result["structuredContent"]["max_bytes"]
+    assert ToolInvocation.objects.count() == before
+
+
+@pytest.mark.parametrize("tool", ["create_ticket", "call_tool"])
+def test_a_control_character_in_the_arguments_fails_the_tool_naming_it_and_stores_nothing(
+    client, token, tool
+):
+    before = ToolInvocation.objects.count()
+    arguments = {"subject": "nul\x00", "message": "m"}
+    if tool == "call_tool":
+        arguments = {"name": "create_ticket", "arguments": arguments}
+    result = call_modern(client, ROUTE, token, tool, arguments)
+    assert result["isError"] is True
+    assert (result["structuredContent"]["error"], result["structuredContent"]["field"]) == (
+        "invalid_request",
+        "arguments.subject",
+    )
     assert ToolInvocation.objects.count() == before
 
 

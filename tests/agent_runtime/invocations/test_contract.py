@@ -168,6 +168,84 @@ def test_a_malformed_body_is_400_naming_the_field_and_stores_nothing(api_client,
     assert not ToolInvocation.objects.exists()
 
 
+# --- the control-character rule of arguments, and numbers beyond a double --------------------------
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"subject": "a\x00b", "message": "m"}, "arguments.subject"),
+        ({"subject": "s", "message": "bell\x07"}, "arguments.message"),
+        ({"subject": "s", "message": "del\x7f"}, "arguments.message"),
+        ({"subject": "s", "message": "c1\x85"}, "arguments.message"),
+        ({"subject": "s", "message": ["ok", "\x00"]}, "arguments.message[1]"),
+        ({"subject": "s", "message": "m", "meta": {"k\x01": 1}}, "arguments.meta"),
+    ],
+)
+def test_a_control_character_in_the_arguments_is_400_naming_it_and_stores_nothing(
+    api_client, alice, shop, arguments, field
+):
+    tickets = _tickets(shop)
+    _, response = _invoke(api_client, alice, "create_ticket", arguments)
+    assert (response.status_code, response.json()["error"], response.json()["field"]) == (
+        400,
+        "invalid_request",
+        field,
+    )
+    assert not ToolInvocation.objects.exists()
+    assert _tickets(shop) == tickets
+
+
+def test_tab_lf_cr_and_bidi_controls_in_the_arguments_are_sent_as_they_are(api_client, alice, shop):
+    message = "line one\tcol\nline two \u202eDE00 1234\u202c ok \u200b"  # the shop refuses CR
+    _, response = _invoke(api_client, alice, "create_ticket", {"subject": "Layout", "message": message})
+    assert (response.status_code, response.json()["state"]) == (200, "executed")
+    assert shop.records()["tickets"][-1]["message"] == message
+
+
+def test_a_nul_in_a_call_that_needs_approval_is_400_before_any_approval_exists(api_client, alice):
+    _, response = _invoke(
+        api_client, alice, "request_refund", {"order_id": "SO-1002", "amount": 650, "reason": "nul\x00"}
+    )
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["field"] == "arguments.reason"
+    assert not ToolApproval.objects.exists()
+    assert not ToolInvocation.objects.exists()
+
+
+@pytest.mark.parametrize("digits", [309, 310, 400])
+def test_an_integer_literal_beyond_a_double_is_400_naming_the_field(api_client, alice, digits):
+    body = invoke_body(alice, ROUTE, "request_refund", {"order_id": "SO-1002", "amount": 0, "reason": "r"})
+    raw = json.dumps(body).replace('"amount": 0', '"amount": ' + "9" * digits)
+    response = api_client.post(
+        INVOKE_URL, raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {alice._access}"
+    )
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["field"] == "arguments.amount"
+    assert not ToolInvocation.objects.exists()
+
+
+def test_an_integer_within_a_double_is_taken_as_the_nearest_double(api_client, alice):
+    body = invoke_body(alice, ROUTE, "create_ticket", {"subject": "s", "message": "m"})
+    raw = json.dumps(body).replace('"message": "m"', '"message": "m", "n": ' + "9" * 308)
+    response = api_client.post(
+        INVOKE_URL, raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {alice._access}"
+    )
+    # Within a double: measured and normalized (then refused by the tool's schema, not a 500).
+    assert response.status_code == 200
+    assert response.json()["state"] == "rejected_before_dispatch"
+
+
+def test_an_integer_beyond_a_double_in_a_turn_is_400(api_client, alice):
+    raw = json.dumps(turn_body(1, page_context={"n": 0})).replace('"n": 0', '"n": ' + "1" * 320)
+    response = api_client.post(
+        f"/agent-api/v1/workspaces/{ROUTE}/turns",
+        raw,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {alice._access}",
+    )
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["field"] == "page_context.n"
+
+
 def test_without_a_bearer_it_is_401(api_client, alice):
     response = api_client.post(INVOKE_URL, invoke_body(alice, ROUTE, "list_orders", {}), format="json")
     assert response.status_code == 401

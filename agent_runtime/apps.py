@@ -6,6 +6,7 @@ class AgentRuntimeConfig(AppConfig):
     verbose_name = "Agent runtime"
 
     def ready(self) -> None:
+        import agent_runtime.budgets  # noqa: F401 - declares this app's budgets (bailing.budgets)
         from agent_runtime.services.config_apply import config_sections_register_builtin
 
         # Clients, tool providers and routes as sections of the config document; apps above this one

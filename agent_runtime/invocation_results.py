@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_runtime.budgets import RESULT_TEXT_MAX_CHARS
+from bailing.api.limits import cut_utf16
+
 INVOCATION_SCHEMA = "bailing.agent-tool-invocation.v1"
-RESULT_TEXT_MAX_CHARS = 8192
 
 TEXT_UNKNOWN = (
     "The outcome is unknown ({reason}): the request was sent but no complete answer came back. The hub "
@@ -20,7 +22,8 @@ def result_text(raw: str) -> str:
     """Text as the agent sees it: control characters become spaces, at most 8,192 characters (the
     result's bound)."""
     cleaned = "".join(" " if (ord(ch) < 0x20 and ch not in "\t\n\r") or ord(ch) == 0x7F else ch for ch in raw)
-    return cleaned.strip()[:RESULT_TEXT_MAX_CHARS]
+    # Characters as the protocol counts them (UTF-16 units), never splitting a surrogate pair.
+    return cut_utf16(cleaned.strip(), RESULT_TEXT_MAX_CHARS)[0]
 
 
 def invocation_result(

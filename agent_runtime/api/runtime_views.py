@@ -13,6 +13,7 @@ from django.http import HttpResponse
 from rest_framework.response import Response
 
 from agent_runtime.api.base import AgentApiView
+from agent_runtime.budgets import TURN_TEXT_MAX_CHARS
 from agent_runtime.errors import TaskControlUnsupported
 from agent_runtime.services import runs
 from bailing.api.limits import SHORT_TEXT_MAX_CHARS
@@ -29,7 +30,7 @@ from bailing.api.serializers import (
 # Client identifiers (docs/protocol.md "Identifiers"): never trimmed; binary comparison.
 CLIENT_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}"
 RENDERER_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}"
-CLIENT_TEXT_MAX_CHARS = 64_000
+CLIENT_TEXT_MAX_CHARS = TURN_TEXT_MAX_CHARS
 RENDERERS_MAX = 20
 LABEL_MAX_CHARS = SHORT_TEXT_MAX_CHARS
 # JavaScript's Number.MAX_SAFE_INTEGER: larger counts cannot round-trip through a JS client.

@@ -40,6 +40,7 @@ from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from agent_runtime import errors
+from agent_runtime.budgets import PAGE_CONTEXT_MAX_BYTES, TURN_BODY_MAX_BYTES
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.memory import memory_recent
 from agent_runtime.models import AgentConversation, AgentRun, Route, VisibleMessage
@@ -57,9 +58,8 @@ TURN_SCHEMA = "bailing.agent-turn-context.v1"
 COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"
 TASK_CONTROL_CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
 
-# Raw JSON body budget of ``turns`` and ``complete`` (spec: 512 KiB).
-RUNTIME_BODY_MAX_BYTES = 512 * 1024
-PAGE_CONTEXT_MAX_BYTES = 16 * 1024
+# Raw JSON body budget of ``turns`` and ``complete`` (spec: 512 KiB), and of page_context (16 KiB).
+RUNTIME_BODY_MAX_BYTES = TURN_BODY_MAX_BYTES
 # Each page hint is bounded before it prefixes the ranking query, as BailingHub does
 # (docs/protocol.md "Page context").
 _PAGE_HINT_KEYS = ("title", "page_name", "page_key", "url")

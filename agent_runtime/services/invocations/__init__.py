@@ -30,8 +30,8 @@ tool. Only an operator's resolution (``approvals``) changes that answer.
 
 from __future__ import annotations
 
+from agent_runtime.budgets import ARGUMENTS_MAX_BYTES, INVOCATION_BODY_MAX_BYTES, RESUME_BODY_MAX_BYTES
 from agent_runtime.services.invocations.arguments import (
-    ARGUMENTS_MAX_BYTES,
     ToolArguments,
     arguments_hash,
     arguments_size_checked,
@@ -42,8 +42,7 @@ from agent_runtime.services.invocations.identifiers import idempotency_key
 from agent_runtime.services.invocations.locks import invocation_lock_free
 
 # The raw body of ``POST /tool-invocations`` (arguments plus envelope) and of ``…/resume``.
-ENVELOPE_MAX_BYTES = 2_097_152
-RESUME_BODY_MAX_BYTES = 1024
+ENVELOPE_MAX_BYTES = INVOCATION_BODY_MAX_BYTES
 
 __all__ = [
     "ARGUMENTS_MAX_BYTES",

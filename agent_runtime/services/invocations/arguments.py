@@ -27,13 +27,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from agent_runtime.budgets import ARGUMENTS_MAX_BYTES
 from agent_runtime.models import ToolInvocation
 from agent_runtime.secrets_box import SealedKind, SealedSecretError
 from bailing.api.errors import InvalidRequest, RequestBodyTooLarge
 from bailing.api.hashing import sha256_hex
 from bailing.api.jsjson import js_canonical, js_stringify
 
-ARGUMENTS_MAX_BYTES = 1_048_576
 # The frozen arguments of an invocation, sealed for the approved dispatch (context: its job id). The
 # sealed text is ``ToolArguments.text``, so its bound is the argument budget itself.
 FROZEN_ARGUMENTS = SealedKind("tool_invocation.arguments", max_plaintext_bytes=ARGUMENTS_MAX_BYTES)

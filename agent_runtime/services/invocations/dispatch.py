@@ -15,7 +15,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from agent_runtime.identity import AgentIdentity
-from agent_runtime.invocation_results import RESULT_TEXT_MAX_CHARS, TEXT_UNKNOWN
+from agent_runtime.invocation_results import TEXT_UNKNOWN, result_text
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
 from agent_runtime.secrets_box import SealedSecretError
 from agent_runtime.services import http_dispatch
@@ -232,7 +232,7 @@ def _evidence_degraded(
             state=ToolCallJournal.State.EVIDENCE_DEGRADED,
             http_status=outcome.status,
             ok=outcome.ok,
-            text=outcome.text[:RESULT_TEXT_MAX_CHARS],
+            text=result_text(outcome.text),
             error="outcome_not_recorded",
             duration_ms=outcome.duration_ms,
             response_at=timezone.now(),

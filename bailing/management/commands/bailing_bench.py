@@ -282,7 +282,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3, min 1)")
         parser.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per endpoint")
-        parser.add_argument("--connections", type=int, default=16)
+        parser.add_argument(
+            "--connections",
+            type=int,
+            default=16,
+            help="concurrent wrk connections per endpoint (default 16; the invocation suite uses at most 8)",
+        )
         calls.add_server_arguments(parser)
         parser.add_argument(
             "--suite",

@@ -71,3 +71,21 @@ PAGE_CONTEXT_MAX_BYTES = budget(
     over="413 `page_context_too_large` (`max_bytes`, `actual_bytes`)",
     paths=("REST turns",),
 )
+
+# --- approvals and business answers -------------------------------------------------------------------
+NOTIFY_ARGS_MAX_BYTES = budget(
+    "approval.webhook_args",
+    64 * 1024,
+    unit=JSON_BYTES,
+    what="the arguments an approval webhook carries in full (the approval snapshot's `args`)",
+    over="left out: `args_omitted: true` and `args_bytes`; the approver reads them in the console",
+    paths=("approval webhook to the Demo Shop",),
+)
+ERROR_TEXT_MAX_CHARS = budget(
+    "business.error_text",
+    2048,
+    unit=UTF16_CHARS,
+    what="the part of a non-2xx business answer the agent reads (`HTTP <status>: …`)",
+    over="cut to the limit, never splitting a pair",
+    paths=("REST invoke/resume", "MCP call_tool"),
+)

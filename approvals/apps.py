@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class ApprovalsConfig(AppConfig):
     name = "approvals"
     verbose_name = "Approvals and audit"
+
+    def ready(self) -> None:
+        import approvals.budgets  # noqa: F401 - declares this app's budgets (bailing.budgets)

@@ -5,3 +5,6 @@ class McpServerConfig(AppConfig):
     name = "mcp_server"
     label = "mcp_server"
     verbose_name = "MCP surface"
+
+    def ready(self) -> None:
+        import mcp_server.budgets  # noqa: F401 - declares this app's budgets (bailing.budgets)

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agent_runtime import budgets
 from agent_runtime.models import ApprovalNotification, Client, ToolApproval, ToolInvocation
 from agent_runtime.selectors.routes import WorkspaceAccess
 from agent_runtime.services.clients import client_token_plaintext
@@ -44,7 +45,7 @@ PLAIN_WEBHOOK_TYPE = "webhook"
 NOTIFY_TIMEOUT_SECONDS = 10
 # Notifications carry the complete arguments up to this size; a larger snapshot is left out (with
 # ``args_omitted``) and read on demand in the console (spec: notifications use bounded summaries).
-NOTIFY_ARGS_MAX_BYTES = 64 * 1024
+NOTIFY_ARGS_MAX_BYTES = budgets.NOTIFY_ARGS_MAX_BYTES
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}")
 
 

@@ -34,10 +34,11 @@ from urllib.parse import quote
 
 import httpx
 
+from agent_runtime import budgets
 from agent_runtime.invocation_results import result_text
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.jsjson import js_string, js_stringify
-from bailing.api.limits import utf16_length
+from bailing.api.limits import cut_utf16, utf16_length
 from bailing.outbound import outbound_client
 from bailing.signing import (
     CLIENT_HEADER,
@@ -107,7 +108,7 @@ def _form_encode(text: str) -> str:
     return "".join(out)
 
 
-ERROR_TEXT_MAX_CHARS = 2048
+ERROR_TEXT_MAX_CHARS = budgets.ERROR_TEXT_MAX_CHARS
 _HTML_START = re.compile(r"^\s*(?:<!doctype\s+html|<html\b)", re.IGNORECASE)
 
 
@@ -120,7 +121,7 @@ def answer_text(status: int, body: str, content_type: str) -> str:
     if "text/html" in content_type.lower() or _HTML_START.match(body):
         length = utf16_length(body)
         return f"HTTP {status}: the business system answered an HTML error page ({length} characters)."
-    error = result_text(body)[:ERROR_TEXT_MAX_CHARS]
+    error = cut_utf16(result_text(body), ERROR_TEXT_MAX_CHARS)[0]
     return f"HTTP {status}: {error}" if error else f"HTTP {status} with an empty body."
 
 

@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from agent_runtime.api.authentication import ClientTokenAuthentication
 from agent_runtime.models import ToolApproval
 from agent_runtime.services.clients import client_token_plaintext
+from approvals.budgets import DECISION_BODY_MAX_BYTES, DECISION_COMMENT_MAX_CHARS
 from approvals.services.decisions import approval_decide
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import InvalidRequest, NotFound, Unauthorized
@@ -31,7 +32,6 @@ from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictS
 from bailing.audit.actor import Actor
 from bailing.signing import SIGNATURE_HEADER, verify_callback
 
-DECISION_BODY_MAX_BYTES = 64 * 1024
 DECISION_ID_PATTERN = r"[A-Za-z0-9_.:-]{1,128}"
 _APPROVAL_ID_RE = re.compile(r"[1-9][0-9]{0,17}")
 
@@ -75,7 +75,9 @@ class DecisionInput(StrictSerializer):
     decision_id = StrictCharField(pattern=DECISION_ID_PATTERN)
     approver = ApproverField(required=False)
     operator = ApproverField(required=False)
-    comment = StrictCharField(max_length=1000, allow_blank=True, multiline=True, required=False, display=True)
+    comment = StrictCharField(
+        max_length=DECISION_COMMENT_MAX_CHARS, allow_blank=True, multiline=True, required=False, display=True
+    )
     decided_at = StrictCharField(max_length=64, required=False)
 
 

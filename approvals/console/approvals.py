@@ -19,11 +19,13 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import ApprovalNotification, ToolApproval
 from agent_runtime.services.approval_requests import approval_notification_resend
+from approvals.budgets import DECISION_COMMENT_MAX_CHARS, INLINE_ARGS_MAX_BYTES
 from approvals.errors import ApprovalConflict
 from approvals.selectors import approvals_inbox
 from approvals.services.decisions import approval_decide
 from bailing.api.errors import ApiError
 from bailing.api.jsjson import js_stringify
+from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.forms import filter_by_form
@@ -33,8 +35,6 @@ from bailing.ui.pages import PAGE_SIZE, error_page
 VIEW_PERMISSION = "agent_runtime.view_toolapproval"
 DECIDE_PERMISSION = "agent_runtime.decide_toolapproval"
 RESEND_PERMISSION = "agent_runtime.change_toolapproval"
-# Snapshots larger than this are loaded on demand (a link to the JSON), not inlined in the page.
-INLINE_ARGS_MAX_BYTES = 64 * 1024
 
 
 class ApprovalFilterForm(forms.Form):
@@ -45,7 +45,16 @@ class ApprovalFilterForm(forms.Form):
 
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approved", "approve"), ("denied", "deny")])
-    comment = forms.CharField(required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 3}))
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+    def clean_comment(self) -> str:
+        # Characters as the decision API counts them (UTF-16 units): one budget for both doors.
+        comment = self.cleaned_data["comment"]
+        if utf16_length(comment) > DECISION_COMMENT_MAX_CHARS:
+            raise forms.ValidationError(
+                f"At most {DECISION_COMMENT_MAX_CHARS} characters.", code="comment_too_long"
+            )
+        return comment
 
 
 def own_call(approval: ToolApproval, user) -> bool:

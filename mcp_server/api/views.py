@@ -27,7 +27,6 @@ from django.views.decorators.csrf import csrf_exempt
 from agent_runtime.api.authentication import AgentBearerAuthentication
 from agent_runtime.selectors.routes import agent_route_key_valid, route_for_identity
 from agent_runtime.services.agent_auth.oauth import OAUTH_SCOPE, mcp_resource_url
-from agent_runtime.services.invocations import ENVELOPE_MAX_BYTES
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import (
     ApiError,
@@ -40,6 +39,7 @@ from bailing.api.errors import (
 )
 from bailing.api.exception_handler import api_error_response
 from bailing.api.parsers import parse_json_bytes, read_budgeted
+from mcp_server.budgets import MCP_BODY_MAX_BYTES
 from mcp_server.errors import OriginNotAllowed
 from mcp_server.protocol import exchange, parse_error
 from mcp_server.services.workspace_tools import WorkspaceTools
@@ -78,7 +78,7 @@ def _json(body: dict, status: int) -> HttpResponse:
 @method_decorator(csrf_exempt, name="dispatch")
 class McpEndpoint(View):
     http_method_names = ["get", "post", "delete"]
-    body_max_bytes = ENVELOPE_MAX_BYTES
+    body_max_bytes = MCP_BODY_MAX_BYTES
 
     def _not_allowed(self) -> HttpResponse:
         response = api_error_response(

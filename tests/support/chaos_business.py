@@ -21,7 +21,8 @@ chaos_read              GET      readonly; counts calls; ``mode=drop`` (or :meth
                                  closes the connection without a response
 chaos_bulk_ok           POST     needs approval; takes a ``payload`` of any JSON up to the hub's argument
                                  budget, writes, answers 200 with the body's length and SHA-256 (the
-                                 exact bytes are in :meth:`ChaosBusiness.requests`)
+                                 exact bytes are in :meth:`ChaosBusiness.requests`), or with the
+                                 ``reply`` it was given (status and text/plain body)
 ======================  =======  =========================================================================
 
 The fixture is not registered globally: import it in the ``conftest.py`` of the test package that
@@ -219,6 +220,12 @@ def build_spec() -> dict[str, Any]:
                 properties={
                     "note": _NOTE,
                     "payload": {"description": "Any JSON value, as large as the hub lets through."},
+                    "reply": {
+                        "type": "object",
+                        "description": "Answer with this status and text/plain body instead.",
+                        "properties": {"status": {"type": "integer"}, "text": {"type": "string"}},
+                        "required": ["status", "text"],
+                    },
                 },
                 required=["note"],
                 timeout_ms=SLOW_TIMEOUT_MS,
@@ -487,7 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise _BadRequest(400, "invalid_json") from None
         if not isinstance(arguments, dict):
             raise _BadRequest(400, "invalid_request", "body")
-        allowed = {"chaos_slow_ok": {"delay_ms", "note"}, "chaos_bulk_ok": {"note", "payload"}}.get(
+        allowed = {"chaos_slow_ok": {"delay_ms", "note"}, "chaos_bulk_ok": {"note", "payload", "reply"}}.get(
             tool, {"note"}
         )
         for name in arguments:
@@ -553,6 +560,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chaos_bulk_ok(self, arguments: dict[str, Any]) -> None:
         number = self.server.state.perform("chaos_bulk_ok")
+        reply = arguments.get("reply")
+        if isinstance(reply, dict):
+            payload = str(reply.get("text", "")).encode("utf-8")
+            self.send_response(int(reply.get("status", 200)))
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
         body = self.server.state.received["chaos_bulk_ok"][-1].body
         self._send_json(
             200,

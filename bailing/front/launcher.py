@@ -185,14 +185,17 @@ def wait_answering(port: int, process: subprocess.Popen, timeout: float = 120.0)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the hub exited ({process.returncode}) before it answered")
+        # Closed however the probe ends: a socket left to the garbage collector is a ResourceWarning,
+        # an error under the test suite's warnings-as-errors (a hub still starting times out here).
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
         try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             connection.request("GET", "/health")
             connection.getresponse().read()
-            connection.close()
             return
         except (OSError, http.client.HTTPException):
             time.sleep(0.2)
+        finally:
+            connection.close()
     raise RuntimeError("the hub did not answer within the time allowed")
 
 

@@ -26,6 +26,11 @@ from bailing.front.launcher import hub_running
 
 LIMIT_SECONDS = 2
 
+# The hub runs on this session's test database, which pytest-django creates only when a collected test
+# asks for a database: without this mark, a run of this module alone would start the hub on an empty
+# database (the probes' token endpoint then fails with a 500 for lack of tables).
+pytestmark = pytest.mark.django_db
+
 
 def _database_url() -> str:
     settings = connection.settings_dict

@@ -374,3 +374,124 @@ def test_no_gunicorn_behind_is_502_in_the_envelope(tmp_path):
             assert_envelope(parse(read_all(sock)), 502, "internal_error")
     finally:
         stop()
+
+
+# --- framing: stated once, or refused and the connection closed ------------------------------------
+#
+# Each request below is followed in the same packet by a second, valid one. The front answers the
+# first with its refusal and closes: the second is never parsed, never answered and never forwarded
+# (a proxy before the front that framed the first differently would otherwise have smuggled it).
+
+SECOND = b"GET /agent-api/v1/second HTTP/1.1\r\nHost: h\r\n\r\n"
+
+
+def exchange_all(front: Running, data: bytes) -> bytes:
+    """Everything the front sends back until it closes the connection."""
+    with front.connect() as sock:
+        sock.sendall(data)
+        return read_all(sock)
+
+
+def test_two_valid_pipelined_requests_are_both_answered(front):
+    # The control of the tests below: a second request in the same packet is answered when the first
+    # was framed unambiguously (OWS around a Content-Length is no part of its value, RFC 9110 5.5).
+    with front.connect() as sock:
+        sock.sendall(
+            b"POST /agent-api/v1/first HTTP/1.1\r\nHost: h\r\nContent-Length:  2 \r\n\r\n{}"
+            + b"GET /agent-api/v1/second HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        )
+        answer = read_all(sock)
+    assert answer.count(b"HTTP/1.1 200 ") == 2
+    assert [raw.split(b"\r\n")[1].split(b" ")[1] for raw in front.upstream.received] == [
+        b"/agent-api/v1/first",
+        b"/agent-api/v1/second",
+    ]
+
+
+SMUGGLED = b"0\r\n\r\n" + SECOND  # chunked, an empty body; by its Content-Length, a body of 53 bytes
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(SMUGGLED),
+        b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n" % len(SMUGGLED),
+        b"content-length: %d\r\ntransfer-encoding: Chunked\r\n" % len(SMUGGLED),
+        b"Content-Length: 0\r\nTransfer-Encoding: gzip, chunked\r\n",
+    ],
+    ids=["cl-te", "te-cl", "lowercase", "cl-gzip-chunked"],
+)
+def test_content_length_with_transfer_encoding_is_refused_and_the_connection_closed(front, head):
+    answer = exchange_all(
+        front, b"POST /agent-api/v1/thing HTTP/1.1\r\nHost: h\r\n" + head + b"\r\n" + SMUGGLED
+    )
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), 400, "invalid_request")
+    assert front.upstream.received == []
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Content-Length: 2\r\nContent-Length: 2\r\n",
+        b"Content-Length: 2\r\nX-Between: 1\r\ncontent-length: 2\r\n",
+        b"Content-Length: 2, 2\r\n",
+        b"Content-Length: 2\r\nContent-Length: 3\r\n",
+    ],
+    ids=["identical", "identical-apart", "list", "different"],
+)
+def test_two_content_lengths_are_refused_even_identical_and_the_connection_closed(front, head):
+    answer = exchange_all(front, b"POST /kb/v1/x HTTP/1.1\r\nHost: h\r\n" + head + b"\r\n{}" + SECOND)
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), 400, "invalid_request")
+    assert front.upstream.received == []
+
+
+CHUNKED_BODY = b"2\r\n{}\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("request_line", "head", "status", "code"),
+    [
+        (
+            b"POST /mcp/demo HTTP/1.1",
+            b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            400,
+            "invalid_request",
+        ),
+        (b"POST /mcp/demo HTTP/1.1", b"Transfer-Encoding: chunked, chunked\r\n", 400, "invalid_request"),
+        (b"POST /mcp/demo HTTP/1.1", b"Transfer-Encoding: gzip, chunked\r\n", 501, "not_implemented"),
+        (b"POST /mcp/demo HTTP/1.1", b"Transfer-Encoding: chunked, gzip\r\n", 501, "not_implemented"),
+        (b"POST /mcp/demo HTTP/1.0", b"Transfer-Encoding: chunked\r\n", 400, "invalid_request"),
+    ],
+    ids=["two-fields", "chunked-twice", "gzip-chunked", "chunked-gzip", "http10"],
+)
+def test_a_transfer_encoding_other_than_chunked_once_is_refused_and_the_connection_closed(
+    front, request_line, head, status, code
+):
+    answer = exchange_all(front, request_line + b"\r\nHost: h\r\n" + head + b"\r\n" + CHUNKED_BODY + SECOND)
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), status, code)
+    assert front.upstream.received == []
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        b"Content-Length: +2",
+        b"Content-Length: -2",
+        b"Content-Length: 0x2",
+        b"Content-Length: 2 2",
+        b"Content-Length: \x0b2",
+        b"Content-Length : 2",
+        b"Content-Length:",
+    ],
+    ids=["plus", "minus", "hex", "inner-space", "vertical-tab", "space-before-colon", "empty"],
+)
+def test_a_content_length_that_is_not_plain_digits_is_refused_and_the_connection_closed(front, field):
+    answer = exchange_all(
+        front, b"POST /agent-api/v1/thing HTTP/1.1\r\nHost: h\r\n" + field + b"\r\n\r\n{}" + SECOND
+    )
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), 400, "invalid_request")
+    assert front.upstream.received == []

@@ -72,6 +72,10 @@ def _raw(url: str, data: bytes) -> tuple[int, dict[str, str], bytes]:
             if not chunk:
                 break
             received += chunk
+    return _split(received)
+
+
+def _split(received: bytes) -> tuple[int, dict[str, str], bytes]:
     head, _, body = received.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = {}
@@ -180,3 +184,51 @@ def test_two_hundred_slow_connections_leave_the_hub_responsive_and_are_cut_off(h
     assert figures["slow_connections"]["short_body"]["answered_before_close"] >= 70, report
     assert figures["slow_connections"]["slow_headers"]["answered_before_close"] >= 70, report
     assert figures["slow_connections"]["idle"]["answered_before_close"] == 0, report
+
+
+# --- framing: stated once, or refused and the connection closed ------------------------------------
+
+SECOND = b"GET /agent-api/v1/workspaces HTTP/1.1\r\n" + HOST + b"\r\n"
+SMUGGLED = b"0\r\n\r\n" + SECOND  # chunked: an empty body; by its Content-Length: a body with a request in it
+
+
+def _everything(url: str, data: bytes) -> bytes:
+    """All the front sends back until it closes the connection (a kept-alive one closes after 2 s)."""
+    with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as sock:
+        sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+@pytest.mark.parametrize(
+    ("path", "head"),
+    [
+        (
+            b"/agent-api/v1/workspaces",
+            b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(SMUGGLED),
+        ),
+        (b"/mcp/demo", b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n" % len(SMUGGLED)),
+    ],
+    ids=["cl-te", "te-cl"],
+)
+def test_content_length_with_transfer_encoding_is_refused_and_the_pipelined_request_never_answered(
+    hub, path, head
+):
+    answer = _everything(hub, b"POST " + path + b" HTTP/1.1\r\n" + HOST + head + b"\r\n" + SMUGGLED)
+    assert answer.count(b"HTTP/1.1 ") == 1
+    status, headers, body = _split(answer)
+    assert (status, headers["connection"], json.loads(body)["error"]) == (400, "close", "invalid_request")
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"Content-Length: 2\r\nContent-Length: 2\r\n", b"Content-Length: 2, 2\r\n"],
+    ids=["identical", "list"],
+)
+def test_two_content_lengths_even_identical_are_refused_and_the_connection_closed(hub, head):
+    answer = _everything(hub, b"POST /agent-auth/v1/token HTTP/1.1\r\n" + HOST + head + b"\r\n{}" + SECOND)
+    assert answer.count(b"HTTP/1.1 ") == 1
+    status, headers, body = _split(answer)
+    assert (status, headers["connection"], json.loads(body)["error"]) == (400, "close", "invalid_request")

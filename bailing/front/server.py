@@ -6,9 +6,10 @@ Per connection, one request at a time (HTTP/1.1 keep-alive and pipelining, parse
    the first request; for a later one from its first byte, or from the end of the exchange before if
    some of it had come already (pipelined); a kept-alive connection may wait ``keepalive_timeout``
    seconds for that byte. An idle connection is closed silently, one that had started a request gets
-   408. A request line over ``max_request_line`` bytes is 414, a head over ``max_header_bytes`` or
-   with more than ``max_header_fields`` fields is 431, anything h11 cannot parse (or an HTTP version
-   other than 1.0/1.1) is 400.
+   408. A request line over ``max_request_line`` bytes (its CRLF or bare LF not counted) is 414; a
+   head over ``max_header_bytes`` as sent (request line, fields and the blank line ending it, however
+   it arrives in pieces) or with more than ``max_header_fields`` fields is 431; anything h11 cannot
+   parse (or an HTTP version other than 1.0/1.1) is 400.
 2. **Framing** is stated once or refused, from the head's raw bytes (h11's parsed headers fold
    duplicates): ``Content-Length`` together with ``Transfer-Encoding``, two ``Content-Length`` fields
    or a list (even of one value), ``Transfer-Encoding`` in two fields or naming ``chunked`` twice, or
@@ -339,8 +340,10 @@ class _Connection:
 
     def _line_too_long(self) -> bool:
         end = self.head.find(b"\n")
-        limit = self.config.max_request_line
-        return (end == -1 and len(self.head) > limit) or end > limit + 1
+        line = self.head if end == -1 else self.head[:end]
+        # Its length without the line end, whether that is CRLF or (as h11 also takes) a bare LF: what
+        # gunicorn measures of the line the front writes it, with CRLF.
+        return len(line) - int(line.endswith(b"\r")) > self.config.max_request_line
 
     def _whole_head(self) -> bytes | None:
         """The raw bytes of the head h11 holds (through its blank line); None if it is not complete
@@ -455,10 +458,9 @@ class _Connection:
             raise _Refusal(400, _invalid("The HTTP version is not supported."), api=api)
         if len(request.headers) > self.config.max_header_fields:
             raise _Refusal(431, _invalid("The request has too many header fields."), api=api)
-        # h11 bounds only a head still arriving; one that came whole is measured here.
-        size = len(request.method) + len(request.target) + 12
-        size += sum(len(name) + len(value) + 4 for name, value in request.headers)
-        if head is None or size > self.config.max_header_bytes:
+        # h11 bounds only a head still arriving (past max_header_bytes it is 431 whatever else comes);
+        # one that came whole is measured here, as sent: request line, fields and the blank line.
+        if head is None or len(head) > self.config.max_header_bytes:
             raise _Refusal(431, _invalid("The request headers are too large."), api=api)
         framing = _framing_refusal(head, api=api)
         if framing is not None:

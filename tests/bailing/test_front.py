@@ -495,3 +495,53 @@ def test_a_content_length_that_is_not_plain_digits_is_refused_and_the_connection
     assert answer.count(b"HTTP/1.1 ") == 1
     assert_envelope(parse(answer), 400, "invalid_request")
     assert front.upstream.received == []
+
+
+# --- the head's limits, to the byte ------------------------------------------------------------------
+
+LIMITS = FrontConfig(upstream="", body_budget=len)  # the defaults, which the launcher keeps
+
+
+def _line_of(length: int, end: bytes = b"\r\n") -> bytes:
+    """A request line of ``length`` bytes (without its end) under the API prefixes."""
+    fixed = len(b"GET /agent-api/v1/ HTTP/1.1")
+    return b"GET /agent-api/v1/" + b"l" * (length - fixed) + b" HTTP/1.1" + end
+
+
+@pytest.mark.parametrize("end", [b"\r\n", b"\n"], ids=["crlf", "bare-lf"])
+def test_a_request_line_at_the_limit_passes_and_one_byte_more_is_414(front, end):
+    status, _, _ = exchange(
+        front, _line_of(LIMITS.max_request_line, end) + b"Host: h\r\nConnection: close\r\n\r\n"
+    )
+    assert status == 200
+    assert_envelope(
+        exchange(front, _line_of(LIMITS.max_request_line + 1, end) + b"Host: h\r\nConnection: close\r\n\r\n"),
+        414,
+        "invalid_request",
+    )
+    assert len(front.upstream.received) == 1
+
+
+def _head_of(size: int) -> bytes:
+    """A head of exactly ``size`` bytes, its blank line included."""
+    start = b"GET /agent-api/v1/w HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-Pad: "
+    return start + b"p" * (size - len(start) - 4) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "in-two"])
+def test_a_head_at_the_limit_passes_and_one_byte_more_is_431(front, split):
+    # Arriving whole or all but its last byte first, the same head gets the same answer.
+    def send(head: bytes):
+        with front.connect() as sock:
+            if split:
+                sock.sendall(head[:-1])
+                time.sleep(0.2)
+                sock.sendall(head[-1:])
+            else:
+                sock.sendall(head)
+            return parse(read_all(sock))
+
+    status, _, _ = send(_head_of(LIMITS.max_header_bytes))
+    assert status == 200
+    assert_envelope(send(_head_of(LIMITS.max_header_bytes + 1)), 431, "invalid_request")
+    assert len(front.upstream.received) == 1

@@ -53,7 +53,19 @@ def _socket_accepts(path: str) -> bool:
     return True
 
 
-def start_gunicorn(socket_path: str) -> subprocess.Popen:
+def gunicorn_limit_args(config) -> list[str]:
+    """gunicorn's request limits from the front's (:func:`bailing.front.server.upstream_limits`), as
+    command-line options: they override bailing/gunicorn.conf.py, which keeps gunicorn's defaults for
+    gunicorn run alone."""
+    from gunicorn.config import KNOWN_SETTINGS
+
+    from bailing.front.server import upstream_limits
+
+    option = {setting.name: setting.cli[0] for setting in KNOWN_SETTINGS if setting.cli}
+    return [f"{option[name]}={value}" for name, value in upstream_limits(config).items()]
+
+
+def start_gunicorn(socket_path: str, config) -> subprocess.Popen:
     # BAILING_BEHIND_FRONT: every request gunicorn serves came through the front, which already dropped
     # the forwarding headers of untrusted peers and put the client's address in the PROXY line.
     env = {
@@ -65,7 +77,10 @@ def start_gunicorn(socket_path: str) -> subprocess.Popen:
     gunicorn = Path(sys.executable).with_name("gunicorn")
     # Its own session: Ctrl-C reaches the front, which then stops gunicorn in order.
     return subprocess.Popen(
-        [str(gunicorn), "-c", str(GUNICORN_CONF), "bailing.wsgi"], cwd=ROOT, env=env, start_new_session=True
+        [str(gunicorn), "-c", str(GUNICORN_CONF), *gunicorn_limit_args(config), "bailing.wsgi"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
 
 
@@ -155,7 +170,8 @@ def _main() -> int:
     host, port = split_bind(os.environ.get("BAILING_BIND") or "127.0.0.1:8000")
     run_dir = tempfile.mkdtemp(prefix="bailing-front-")  # 0700: only this user reaches gunicorn
     socket_path = os.path.join(run_dir, "gunicorn.sock")
-    gunicorn = start_gunicorn(socket_path)
+    config = front_config(socket_path)
+    gunicorn = start_gunicorn(socket_path, config)
     try:
         deadline = time.monotonic() + 120
         while not _socket_accepts(socket_path):
@@ -166,7 +182,7 @@ def _main() -> int:
                 logger.error("gunicorn did not listen within 120 seconds")
                 return 1
             time.sleep(0.1)
-        return asyncio.run(_serve(host, port, front_config(socket_path), gunicorn))
+        return asyncio.run(_serve(host, port, config, gunicorn))
     finally:
         stop_process(gunicorn, timeout=30)
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -31,10 +31,11 @@ Per connection, one request at a time (HTTP/1.1 keep-alive and pipelining, parse
    the client's, for the per-IP throttles), and with the forwarding headers (``X-Forwarded-*``,
    ``Forwarded``, ``X-Real-IP``) removed unless the client is a trusted proxy (``trusted_proxies``;
    gunicorn trusts whatever arrives on its unix socket). Behind a trusted proxy (a TLS terminator) the
-   client is the last address that proxy appended to ``X-Forwarded-For``. The response is read into
-   the front's buffer as fast as gunicorn writes it (up to ``response_buffer_bytes`` ahead of the
-   client), so a slow reader holds no thread either; the client has ``send_timeout`` seconds to take
-   it.
+   client is the last address that proxy appended to ``X-Forwarded-For``. gunicorn's own request
+   limits are never below the front's (:func:`upstream_limits`, passed by the launcher), so a request
+   within the front's limits is never gunicorn's HTML 414/431. The response is read into the front's
+   buffer as fast as gunicorn writes it (up to ``response_buffer_bytes`` ahead of the client), so a
+   slow reader holds no thread either; the client has ``send_timeout`` seconds to take it.
 
 See docs/protocol.md "The HTTP front". Every answer the front makes itself carries
 ``Cache-Control: no-store`` and ``Connection: close``, and the connection is closed after it: the
@@ -68,6 +69,13 @@ logger = logging.getLogger("bailing.front")
 _READ = 64 * 1024
 # Where a head ends, as h11 finds it (it also takes a bare LF as a line's end).
 _HEAD_END = re.compile(rb"\n\r?\n")
+# Fields the front may add to a client's: Host (a request without one), Content-Length (the body it
+# read, in place of the client's framing header) and its own Connection.
+_ADDED_FIELDS = 3
+# gunicorn (gunicorn.http.message) takes no finite request-line limit above this one (0 is unbounded),
+# and counts at most this many fields.
+_GUNICORN_MAX_REQUEST_LINE = 8190
+_GUNICORN_MAX_FIELDS = 32768
 # Never forwarded: this hop's framing and connection management (the front sets its own).
 _HOP_BY_HOP = frozenset(
     {
@@ -114,6 +122,27 @@ class FrontConfig:
     max_connections: int = 4096
     response_buffer_bytes: int = 4 * 1024 * 1024
     trusted_proxies: tuple[str, ...] = ()
+
+
+def upstream_limits(config: FrontConfig) -> dict[str, int]:
+    """gunicorn's request limits behind this front (the launcher passes them on its command line).
+
+    Never below what the front lets through, so every request the front accepts reaches Django and
+    every limit a client meets is the front's own answer (the envelope under the API prefixes), not
+    gunicorn's HTML 414/431. What gunicorn receives is what the front accepted, written again: the
+    same request line (gunicorn also counts it without its CRLF), each field on one line of
+    ``name: value`` (never longer than the head it arrived in), and at most ``_ADDED_FIELDS`` more
+    fields than the client sent. The PROXY line is read apart from the request and limited by none.
+    """
+    fields = config.max_header_fields + _ADDED_FIELDS
+    if fields > _GUNICORN_MAX_FIELDS:
+        raise ValueError(f"gunicorn counts at most {_GUNICORN_MAX_FIELDS} fields; the front allows {fields}")
+    line = config.max_request_line
+    return {
+        "limit_request_line": line if line <= _GUNICORN_MAX_REQUEST_LINE else 0,
+        "limit_request_field_size": config.max_header_bytes,
+        "limit_request_fields": fields,
+    }
 
 
 class _Refusal(Exception):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from bailing.front.server import Front, FrontConfig
+from bailing.front.server import Front, FrontConfig, upstream_limits
 
 BUDGETS = {"/agent-api/v1/small": 64}
 DEFAULT_BUDGET = 4096
@@ -545,3 +545,20 @@ def test_a_head_at_the_limit_passes_and_one_byte_more_is_431(front, split):
     assert status == 200
     assert_envelope(send(_head_of(LIMITS.max_header_bytes + 1)), 431, "invalid_request")
     assert len(front.upstream.received) == 1
+
+
+def test_gunicorns_limits_follow_the_fronts():
+    # What gunicorn gets is what the front accepted, written again (the live tests send it): the same
+    # request line, fields no longer than the head, up to three fields more (Host, Content-Length,
+    # Connection). gunicorn takes no finite request-line limit over 8190 (0 is unbounded) and counts at
+    # most 32768 fields.
+    assert upstream_limits(LIMITS) == {
+        "limit_request_line": LIMITS.max_request_line,
+        "limit_request_field_size": LIMITS.max_header_bytes,
+        "limit_request_fields": LIMITS.max_header_fields + 3,
+    }
+    wide = FrontConfig(upstream="", body_budget=len, max_request_line=16384, max_header_bytes=65536)
+    assert upstream_limits(wide)["limit_request_line"] == 0
+    assert upstream_limits(wide)["limit_request_field_size"] == 65536
+    with pytest.raises(ValueError):
+        upstream_limits(FrontConfig(upstream="", body_budget=len, max_header_fields=32766))

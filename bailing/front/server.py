@@ -389,14 +389,16 @@ class _Connection:
         started = first or bool(self.head)
         deadline = self.loop.time() + (config.header_timeout if started else config.keepalive_timeout)
         while True:
+            # Checked before h11 parses what it holds: a head that came whole, or pipelined with the
+            # request before, would otherwise be parsed (and forwarded) whatever its line's length.
+            if self._line_too_long():
+                raise _Refusal(414, _invalid("The request line is too long."), api=self._target_api())
             try:
                 event = self.http.next_event()
             except h11.RemoteProtocolError as exc:
                 if self.eof:
                     raise _Gone() from None
                 api = self._target_api()
-                if self._line_too_long():
-                    raise _Refusal(414, _invalid("The request line is too long."), api=api) from None
                 if exc.error_status_hint == 431:
                     raise _Refusal(431, _invalid("The request headers are too large."), api=api) from None
                 # h11 calls a repeated Transfer-Encoding unimplemented (501); it is a framing error.
@@ -425,8 +427,6 @@ class _Connection:
             if not started:
                 started = True
                 deadline = self.loop.time() + config.header_timeout
-            if self._line_too_long():
-                raise _Refusal(414, _invalid("The request line is too long."), api=self._target_api())
 
     def _mirror_head(self) -> None:
         """Mirror the bytes h11 holds for the head in progress (for the request-line and framing

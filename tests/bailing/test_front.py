@@ -522,6 +522,21 @@ def test_a_request_line_at_the_limit_passes_and_one_byte_more_is_414(front, end)
     assert len(front.upstream.received) == 1
 
 
+def test_a_pipelined_request_is_held_to_the_same_limits(front):
+    # The second head comes whole with the first request, before the front reads anything more.
+    with front.connect() as sock:
+        sock.sendall(
+            b"GET /agent-api/v1/first HTTP/1.1\r\nHost: h\r\n\r\n"
+            + _line_of(LIMITS.max_request_line + 1)
+            + b"Host: h\r\n\r\n"
+        )
+        answer = read_all(sock)
+    first, _, second = answer.partition(b'{"ok":true}')
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert_envelope(parse(second), 414, "invalid_request")
+    assert len(front.upstream.received) == 1
+
+
 def _head_of(size: int) -> bytes:
     """A head of exactly ``size`` bytes, its blank line included."""
     start = b"GET /agent-api/v1/w HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-Pad: "

@@ -408,7 +408,7 @@ def test_two_valid_pipelined_requests_are_both_answered(front):
     ]
 
 
-SMUGGLED = b"0\r\n\r\n" + SECOND  # chunked, an empty body; by its Content-Length, a body of 53 bytes
+SMUGGLED = b"0\r\n\r\n" + SECOND  # chunked: an empty body; by its Content-Length: a body holding a request
 
 
 @pytest.mark.parametrize(

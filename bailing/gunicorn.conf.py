@@ -31,6 +31,10 @@ forwarded_allow_ips = os.environ.get("BAILING_TRUSTED_PROXIES") or ""
 # Behind the front (bailing/front) gunicorn listens on a private unix socket and learns each client's
 # address from a PROXY protocol v1 line the front sends first ("v1"); off when run alone.
 proxy_protocol = os.environ.get("GUNICORN_PROXY_PROTOCOL") or "off"
+# Request limits (limit_request_line, limit_request_field_size, limit_request_fields) are not set
+# here: behind the front the launcher passes them on the command line, derived from the front's own
+# (bailing.front.server.upstream_limits), so a request within the front's limits is never gunicorn's
+# HTML 414/431; run alone, gunicorn keeps its defaults.
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOGLEVEL") or "info"

@@ -53,7 +53,19 @@ def _socket_accepts(path: str) -> bool:
     return True
 
 
-def start_gunicorn(socket_path: str) -> subprocess.Popen:
+def gunicorn_limit_args(config) -> list[str]:
+    """gunicorn's request limits from the front's (:func:`bailing.front.server.upstream_limits`), as
+    command-line options: they override bailing/gunicorn.conf.py, which keeps gunicorn's defaults for
+    gunicorn run alone."""
+    from gunicorn.config import KNOWN_SETTINGS
+
+    from bailing.front.server import upstream_limits
+
+    option = {setting.name: setting.cli[0] for setting in KNOWN_SETTINGS if setting.cli}
+    return [f"{option[name]}={value}" for name, value in upstream_limits(config).items()]
+
+
+def start_gunicorn(socket_path: str, config) -> subprocess.Popen:
     # BAILING_BEHIND_FRONT: every request gunicorn serves came through the front, which already dropped
     # the forwarding headers of untrusted peers and put the client's address in the PROXY line.
     env = {
@@ -65,7 +77,10 @@ def start_gunicorn(socket_path: str) -> subprocess.Popen:
     gunicorn = Path(sys.executable).with_name("gunicorn")
     # Its own session: Ctrl-C reaches the front, which then stops gunicorn in order.
     return subprocess.Popen(
-        [str(gunicorn), "-c", str(GUNICORN_CONF), "bailing.wsgi"], cwd=ROOT, env=env, start_new_session=True
+        [str(gunicorn), "-c", str(GUNICORN_CONF), *gunicorn_limit_args(config), "bailing.wsgi"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
 
 
@@ -155,7 +170,8 @@ def _main() -> int:
     host, port = split_bind(os.environ.get("BAILING_BIND") or "127.0.0.1:8000")
     run_dir = tempfile.mkdtemp(prefix="bailing-front-")  # 0700: only this user reaches gunicorn
     socket_path = os.path.join(run_dir, "gunicorn.sock")
-    gunicorn = start_gunicorn(socket_path)
+    config = front_config(socket_path)
+    gunicorn = start_gunicorn(socket_path, config)
     try:
         deadline = time.monotonic() + 120
         while not _socket_accepts(socket_path):
@@ -166,7 +182,7 @@ def _main() -> int:
                 logger.error("gunicorn did not listen within 120 seconds")
                 return 1
             time.sleep(0.1)
-        return asyncio.run(_serve(host, port, front_config(socket_path), gunicorn))
+        return asyncio.run(_serve(host, port, config, gunicorn))
     finally:
         stop_process(gunicorn, timeout=30)
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -185,6 +201,8 @@ def wait_answering(port: int, process: subprocess.Popen, timeout: float = 120.0)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the hub exited ({process.returncode}) before it answered")
+        # Closed however the probe ends: a socket left to the garbage collector is a ResourceWarning,
+        # an error under the test suite's warnings-as-errors (a hub still starting times out here).
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
         try:
             connection.request("GET", "/health")
@@ -193,7 +211,7 @@ def wait_answering(port: int, process: subprocess.Popen, timeout: float = 120.0)
         except (OSError, http.client.HTTPException):
             time.sleep(0.2)
         finally:
-            connection.close()  # also after a timeout: an unclosed socket is a ResourceWarning
+            connection.close()
     raise RuntimeError("the hub did not answer within the time allowed")
 
 

@@ -1,37 +1,49 @@
 """The front: reads whole requests on an event loop, then hands them to gunicorn over a unix socket.
 
-Per connection, one request at a time (HTTP/1.1 keep-alive, parsed by h11):
+Per connection, one request at a time (HTTP/1.1 keep-alive and pipelining, parsed by h11):
 
 1. **Headers** must be complete within ``header_timeout`` seconds — from the accepted connection for
-   the first request, from the first byte for a later one; a kept-alive connection may wait
-   ``keepalive_timeout`` seconds for that byte. An idle connection is closed silently, one that had
-   started a request gets 408. A request line over ``max_request_line`` bytes is 414, a head over
-   ``max_header_bytes`` or with more than ``max_header_fields`` fields is 431, anything h11 cannot
-   parse (or an HTTP version other than 1.0/1.1) is 400, a transfer coding other than chunked 501.
-2. **The body's budget** is the endpoint's (``body_max_bytes`` of the view the path resolves to, as
+   the first request; for a later one from its first byte, or from the end of the exchange before if
+   some of it had come already (pipelined); a kept-alive connection may wait ``keepalive_timeout``
+   seconds for that byte. An idle connection is closed silently, one that had started a request gets
+   408. A request line over ``max_request_line`` bytes (its CRLF or bare LF not counted) is 414; a
+   head over ``max_header_bytes`` as sent (request line, fields and the blank line ending it, however
+   it arrives in pieces) or with more than ``max_header_fields`` fields is 431; anything h11 cannot
+   parse (or an HTTP version other than 1.0/1.1) is 400.
+2. **Framing** is stated once or refused, from the head's raw bytes (h11's parsed headers fold
+   duplicates): ``Content-Length`` together with ``Transfer-Encoding``, two ``Content-Length`` fields
+   or a list (even of one value), ``Transfer-Encoding`` in two fields or naming ``chunked`` twice, or
+   in an HTTP/1.0 request, is 400 ``invalid_request`` (request smuggling: see
+   :func:`_framing_refusal`); a ``Content-Length`` of anything but digits is h11's 400, a transfer
+   coding other than a single ``chunked`` (``gzip``, ``gzip, chunked``) 501 ``not_implemented``.
+3. **The body's budget** is the endpoint's (``body_max_bytes`` of the view the path resolves to, as
    :func:`bailing.api.parsers.body_budget` reads it) under the API prefixes, ``max_body_bytes``
    elsewhere (console forms and uploads). A declared ``Content-Length`` over it is 413
    ``arguments_too_large`` before one byte of the body is read (``observed_bytes`` is the declared
    length, as the MCP endpoint reports it); a chunked body is de-chunked and counted, and refused the
    same way once past the budget (``observed_bytes``: what was seen). ``Expect: 100-continue`` is
    answered only after that check.
-3. **The body** must be complete within ``body_timeout`` seconds of the end of the headers, else 408.
+4. **The body** must be complete within ``body_timeout`` seconds of the end of the headers, else 408.
    A malformed chunk is 400 ``invalid_request``; a client that disconnects mid-request is dropped
    without an answer or a log line.
-4. **gunicorn** gets the complete request with a ``Content-Length`` (never chunked), behind a PROXY
-   protocol v1 line naming the client's address (``REMOTE_ADDR`` stays the client's, for the per-IP
-   throttles), and with the forwarding headers (``X-Forwarded-*``, ``Forwarded``, ``X-Real-IP``)
-   removed unless the client is a trusted proxy (``trusted_proxies``; gunicorn trusts whatever
-   arrives on its unix socket). Behind a trusted proxy (a TLS terminator) the client is the last
-   address that proxy appended to ``X-Forwarded-For``. The response is read into the front's buffer
-   as fast as gunicorn writes it (up to ``response_buffer_bytes`` ahead of the client), so a slow
-   reader holds no thread either; the client has ``send_timeout`` seconds to take it.
+5. **gunicorn** gets the complete request — with a ``Content-Length`` if it had a body or framing,
+   never chunked — behind a PROXY protocol v1 line naming the client's address (``REMOTE_ADDR`` stays
+   the client's, for the per-IP throttles), and with the forwarding headers (``X-Forwarded-*``,
+   ``Forwarded``, ``X-Real-IP``) removed unless the client is a trusted proxy (``trusted_proxies``;
+   gunicorn trusts whatever arrives on its unix socket). Behind a trusted proxy (a TLS terminator) the
+   client is the last address that proxy appended to ``X-Forwarded-For``. gunicorn's own request
+   limits are never below the front's (:func:`upstream_limits`, passed by the launcher), so a request
+   within the front's limits is never gunicorn's HTML 414/431. The response is read into the front's
+   buffer as fast as gunicorn writes it (up to ``response_buffer_bytes`` ahead of the client), so a
+   slow reader holds no thread either; the client has ``send_timeout`` seconds to take it.
 
 See docs/protocol.md "The HTTP front". Every answer the front makes itself carries
-``Cache-Control: no-store`` and ``Connection: close``; under the API prefixes
-(:data:`bailing.api.middleware.AGENT_PREFIXES`) it is the hub's JSON envelope with the codes of
-:mod:`bailing.api.errors`, elsewhere a line of text. Nothing of a request (line,
-headers, body) is ever logged.
+``Cache-Control: no-store`` and ``Connection: close``, and the connection is closed after it: the
+front stops sending, reads and drops what still comes for a moment (so the answer is not lost to a
+reset), and never parses another request on it — one pipelined behind a refused request is neither
+answered nor forwarded. Under the API prefixes (:data:`bailing.api.middleware.AGENT_PREFIXES`) the
+answer is the hub's JSON envelope with the codes of :mod:`bailing.api.errors`, elsewhere a line of
+text. Nothing of a request (line, headers, body) is ever logged.
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ import http
 import ipaddress
 import json
 import logging
+import re
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +67,15 @@ from bailing.api.middleware import on_agent_surface
 logger = logging.getLogger("bailing.front")
 
 _READ = 64 * 1024
+# Where a head ends, as h11 finds it (it also takes a bare LF as a line's end).
+_HEAD_END = re.compile(rb"\n\r?\n")
+# Fields the front may add to a client's: Host (a request without one), Content-Length (the body it
+# read, in place of the client's framing header) and its own Connection.
+_ADDED_FIELDS = 3
+# gunicorn (gunicorn.http.message) takes no finite request-line limit above this one (0 is unbounded),
+# and counts at most this many fields.
+_GUNICORN_MAX_REQUEST_LINE = 8190
+_GUNICORN_MAX_FIELDS = 32768
 # Never forwarded: this hop's framing and connection management (the front sets its own).
 _HOP_BY_HOP = frozenset(
     {
@@ -102,6 +124,27 @@ class FrontConfig:
     trusted_proxies: tuple[str, ...] = ()
 
 
+def upstream_limits(config: FrontConfig) -> dict[str, int]:
+    """gunicorn's request limits behind this front (the launcher passes them on its command line).
+
+    Never below what the front lets through, so every request the front accepts reaches Django and
+    every limit a client meets is the front's own answer (the envelope under the API prefixes), not
+    gunicorn's HTML 414/431. What gunicorn receives is what the front accepted, written again: the
+    same request line (gunicorn also counts it without its CRLF), each field on one line of
+    ``name: value`` (never longer than the head it arrived in), and at most ``_ADDED_FIELDS`` more
+    fields than the client sent. The PROXY line is read apart from the request and limited by none.
+    """
+    fields = config.max_header_fields + _ADDED_FIELDS
+    if fields > _GUNICORN_MAX_FIELDS:
+        raise ValueError(f"gunicorn counts at most {_GUNICORN_MAX_FIELDS} fields; the front allows {fields}")
+    line = config.max_request_line
+    return {
+        "limit_request_line": line if line <= _GUNICORN_MAX_REQUEST_LINE else 0,
+        "limit_request_field_size": config.max_header_bytes,
+        "limit_request_fields": fields,
+    }
+
+
 class _Refusal(Exception):
     """An answer the front gives itself, then closes the connection."""
 
@@ -121,6 +164,52 @@ def _invalid(message: str) -> errors.ApiError:
 def _path_of(target: bytes) -> str:
     raw = urllib.parse.urlsplit(target.decode("latin-1")).path or "/"
     return urllib.parse.unquote(raw, encoding="utf-8", errors="replace")
+
+
+def _framing_refusal(head: bytes, *, api: bool) -> _Refusal | None:
+    """A refusal for a head whose body framing is ambiguous, read from the head's raw bytes.
+
+    h11 folds what it considers harmless before anyone sees the parsed headers: two identical
+    ``Content-Length`` fields (or a list ``5, 5``) become one, and a request with both
+    ``Content-Length`` and ``Transfer-Encoding`` is read as chunked and may be kept alive. A proxy
+    before or after this one that frames the same bytes differently would then see another request
+    in the body, or a body in the next request (request smuggling). So the framing is stated once or
+    refused (RFC 9112 section 6.3 allows a framing error; refusing closes the connection as the RFC
+    requires, and nothing of it is forwarded):
+
+    - ``Content-Length`` together with ``Transfer-Encoding``;
+    - ``Content-Length`` more than once or as a list, even of the same value;
+    - ``Transfer-Encoding`` in more than one field, or naming ``chunked`` more than once;
+    - ``Transfer-Encoding`` in an HTTP/1.0 request (RFC 9112 section 6.1: faulty framing).
+
+    The value of each is h11's to check (digits only; ``chunked`` the one coding, else 501).
+    """
+    lines = head.split(b"\n")
+    lengths: list[bytes] = []
+    codings: list[bytes] = []
+    for line in lines[1:]:
+        if line[:1] in (b" ", b"\t"):
+            continue  # obs-fold: the rest of the field before (h11 joins it to that value)
+        name, _, value = line.partition(b":")
+        name = name.lower()
+        if name == b"content-length":
+            lengths.append(value)
+        elif name == b"transfer-encoding":
+            codings.append(value)
+    problem = None
+    if lengths and codings:
+        problem = "The request has both a Content-Length and a Transfer-Encoding."
+    elif len(lengths) > 1 or any(b"," in value for value in lengths):
+        problem = "The request has more than one Content-Length."
+    elif codings:
+        listed = [coding.strip().lower() for value in codings for coding in value.split(b",")]
+        if len(codings) > 1 or listed.count(b"chunked") > 1:
+            problem = "The request's Transfer-Encoding is stated more than once."
+        elif lines[0].rstrip(b"\r").endswith(b" HTTP/1.0"):
+            problem = "An HTTP/1.0 request cannot have a Transfer-Encoding."
+    if problem is None:
+        return None
+    return _Refusal(400, _invalid(problem), api=api)
 
 
 def error_bytes(status: int, error: errors.ApiError, *, api: bool) -> bytes:
@@ -280,30 +369,48 @@ class _Connection:
 
     def _line_too_long(self) -> bool:
         end = self.head.find(b"\n")
-        limit = self.config.max_request_line
-        return (end == -1 and len(self.head) > limit) or end > limit + 1
+        line = self.head if end == -1 else self.head[:end]
+        # Its length without the line end, whether that is CRLF or (as h11 also takes) a bare LF: what
+        # gunicorn measures of the line the front writes it, with CRLF.
+        return len(line) - int(line.endswith(b"\r")) > self.config.max_request_line
 
-    async def _read_head(self, first: bool) -> h11.Request | None:
+    def _whole_head(self) -> bytes | None:
+        """The raw bytes of the head h11 holds (through its blank line); None if it is not complete
+        within ``max_header_bytes`` + 1 bytes."""
+        end = _HEAD_END.search(self.head)
+        return None if end is None else bytes(self.head[: end.end()])
+
+    async def _read_head(self, first: bool) -> tuple[h11.Request, bytes | None] | None:
+        """The next request and its raw head (None when that is longer than the mirror's
+        ``max_header_bytes`` + 1 bytes: too large either way)."""
         config = self.config
-        self.head.clear()
-        deadline = self.loop.time() + (config.header_timeout if first else config.keepalive_timeout)
-        started = first
+        # A pipelining client may have sent (some of) this head with the previous request.
+        self._mirror_head()
+        started = first or bool(self.head)
+        deadline = self.loop.time() + (config.header_timeout if started else config.keepalive_timeout)
         while True:
+            # Checked before h11 parses what it holds: a head that came whole, or pipelined with the
+            # request before, would otherwise be parsed (and forwarded) whatever its line's length.
+            if self._line_too_long():
+                raise _Refusal(414, _invalid("The request line is too long."), api=self._target_api())
             try:
                 event = self.http.next_event()
             except h11.RemoteProtocolError as exc:
                 if self.eof:
                     raise _Gone() from None
                 api = self._target_api()
-                if self._line_too_long():
-                    raise _Refusal(414, _invalid("The request line is too long."), api=api) from None
                 if exc.error_status_hint == 431:
                     raise _Refusal(431, _invalid("The request headers are too large."), api=api) from None
+                # h11 calls a repeated Transfer-Encoding unimplemented (501); it is a framing error.
+                head = self._whole_head()
+                framing = _framing_refusal(head, api=api) if head is not None else None
+                if framing is not None:
+                    raise framing from None
                 if exc.error_status_hint == 501:
                     raise _Refusal(501, errors.NotImplementedByHub(), api=api) from None
                 raise _Refusal(400, _invalid("The request is not valid HTTP/1.1."), api=api) from None
             if isinstance(event, h11.Request):
-                return event
+                return event, self._whole_head()
             if event is not h11.NEED_DATA:
                 return None  # ConnectionClosed, or a state with nothing more to read
             if not await self._receive(deadline):
@@ -316,15 +423,14 @@ class _Connection:
                 if not self.head:
                     return None
                 raise _Gone()
-            self._append_head()
+            self._mirror_head()
             if not started:
                 started = True
                 deadline = self.loop.time() + config.header_timeout
-            if self._line_too_long():
-                raise _Refusal(414, _invalid("The request line is too long."), api=self._target_api())
 
-    def _append_head(self) -> None:
-        """Mirror the bytes h11 holds for the head in progress (for the request-line checks)."""
+    def _mirror_head(self) -> None:
+        """Mirror the bytes h11 holds for the head in progress (for the request-line and framing
+        checks, which need the bytes as they came: h11's parsed headers are already normalised)."""
         buffered = self.http.trailing_data[0]
         self.head[:] = bytes(buffered[: self.config.max_header_bytes + 1])
 
@@ -371,20 +477,23 @@ class _Connection:
 
     # --- one exchange -------------------------------------------------------------------------------
     async def _one(self, first: bool) -> bool:
-        request = await self._read_head(first)
-        if request is None:
+        got = await self._read_head(first)
+        if got is None:
             return False
+        request, head = got
         path = _path_of(request.target)
         api = on_agent_surface(path)
         if request.http_version not in (b"1.0", b"1.1"):
             raise _Refusal(400, _invalid("The HTTP version is not supported."), api=api)
         if len(request.headers) > self.config.max_header_fields:
             raise _Refusal(431, _invalid("The request has too many header fields."), api=api)
-        # h11 bounds only a head still arriving; one that came whole is measured here.
-        size = len(request.method) + len(request.target) + 12
-        size += sum(len(name) + len(value) + 4 for name, value in request.headers)
-        if size > self.config.max_header_bytes:
+        # h11 bounds only a head still arriving (past max_header_bytes it is 431 whatever else comes);
+        # one that came whole is measured here, as sent: request line, fields and the blank line.
+        if head is None or len(head) > self.config.max_header_bytes:
             raise _Refusal(431, _invalid("The request headers are too large."), api=api)
+        framing = _framing_refusal(head, api=api)
+        if framing is not None:
+            raise framing
         budget = self.config.body_budget(path) if api else self.config.max_body_bytes
         body, framed = await self._read_body(request, budget, api)
         self.front.busy += 1

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from bailing.front.server import Front, FrontConfig
+from bailing.front.server import Front, FrontConfig, upstream_limits
 
 BUDGETS = {"/agent-api/v1/small": 64}
 DEFAULT_BUDGET = 4096
@@ -374,3 +374,206 @@ def test_no_gunicorn_behind_is_502_in_the_envelope(tmp_path):
             assert_envelope(parse(read_all(sock)), 502, "internal_error")
     finally:
         stop()
+
+
+# --- framing: stated once, or refused and the connection closed ------------------------------------
+#
+# Each request below is followed in the same packet by a second, valid one. The front answers the
+# first with its refusal and closes: the second is never parsed, never answered and never forwarded
+# (a proxy before the front that framed the first differently would otherwise have smuggled it).
+
+SECOND = b"GET /agent-api/v1/second HTTP/1.1\r\nHost: h\r\n\r\n"
+
+
+def exchange_all(front: Running, data: bytes) -> bytes:
+    """Everything the front sends back until it closes the connection."""
+    with front.connect() as sock:
+        sock.sendall(data)
+        return read_all(sock)
+
+
+def test_two_valid_pipelined_requests_are_both_answered(front):
+    # The control of the tests below: a second request in the same packet is answered when the first
+    # was framed unambiguously (OWS around a Content-Length is no part of its value, RFC 9110 5.5).
+    with front.connect() as sock:
+        sock.sendall(
+            b"POST /agent-api/v1/first HTTP/1.1\r\nHost: h\r\nContent-Length:  2 \r\n\r\n{}"
+            + b"GET /agent-api/v1/second HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        )
+        answer = read_all(sock)
+    assert answer.count(b"HTTP/1.1 200 ") == 2
+    assert [raw.split(b"\r\n")[1].split(b" ")[1] for raw in front.upstream.received] == [
+        b"/agent-api/v1/first",
+        b"/agent-api/v1/second",
+    ]
+
+
+SMUGGLED = b"0\r\n\r\n" + SECOND  # chunked: an empty body; by its Content-Length: a body holding a request
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(SMUGGLED),
+        b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n" % len(SMUGGLED),
+        b"content-length: %d\r\ntransfer-encoding: Chunked\r\n" % len(SMUGGLED),
+        b"Content-Length: 0\r\nTransfer-Encoding: gzip, chunked\r\n",
+    ],
+    ids=["cl-te", "te-cl", "lowercase", "cl-gzip-chunked"],
+)
+def test_content_length_with_transfer_encoding_is_refused_and_the_connection_closed(front, head):
+    answer = exchange_all(
+        front, b"POST /agent-api/v1/thing HTTP/1.1\r\nHost: h\r\n" + head + b"\r\n" + SMUGGLED
+    )
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), 400, "invalid_request")
+    assert front.upstream.received == []
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Content-Length: 2\r\nContent-Length: 2\r\n",
+        b"Content-Length: 2\r\nX-Between: 1\r\ncontent-length: 2\r\n",
+        b"Content-Length: 2, 2\r\n",
+        b"Content-Length: 2\r\nContent-Length: 3\r\n",
+    ],
+    ids=["identical", "identical-apart", "list", "different"],
+)
+def test_two_content_lengths_are_refused_even_identical_and_the_connection_closed(front, head):
+    answer = exchange_all(front, b"POST /kb/v1/x HTTP/1.1\r\nHost: h\r\n" + head + b"\r\n{}" + SECOND)
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), 400, "invalid_request")
+    assert front.upstream.received == []
+
+
+CHUNKED_BODY = b"2\r\n{}\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("request_line", "head", "status", "code"),
+    [
+        (
+            b"POST /mcp/demo HTTP/1.1",
+            b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            400,
+            "invalid_request",
+        ),
+        (b"POST /mcp/demo HTTP/1.1", b"Transfer-Encoding: chunked, chunked\r\n", 400, "invalid_request"),
+        (b"POST /mcp/demo HTTP/1.1", b"Transfer-Encoding: gzip, chunked\r\n", 501, "not_implemented"),
+        (b"POST /mcp/demo HTTP/1.1", b"Transfer-Encoding: chunked, gzip\r\n", 501, "not_implemented"),
+        (b"POST /mcp/demo HTTP/1.0", b"Transfer-Encoding: chunked\r\n", 400, "invalid_request"),
+    ],
+    ids=["two-fields", "chunked-twice", "gzip-chunked", "chunked-gzip", "http10"],
+)
+def test_a_transfer_encoding_other_than_chunked_once_is_refused_and_the_connection_closed(
+    front, request_line, head, status, code
+):
+    answer = exchange_all(front, request_line + b"\r\nHost: h\r\n" + head + b"\r\n" + CHUNKED_BODY + SECOND)
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), status, code)
+    assert front.upstream.received == []
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        b"Content-Length: +2",
+        b"Content-Length: -2",
+        b"Content-Length: 0x2",
+        b"Content-Length: 2 2",
+        b"Content-Length: \x0b2",
+        b"Content-Length : 2",
+        b"Content-Length:",
+    ],
+    ids=["plus", "minus", "hex", "inner-space", "vertical-tab", "space-before-colon", "empty"],
+)
+def test_a_content_length_that_is_not_plain_digits_is_refused_and_the_connection_closed(front, field):
+    answer = exchange_all(
+        front, b"POST /agent-api/v1/thing HTTP/1.1\r\nHost: h\r\n" + field + b"\r\n\r\n{}" + SECOND
+    )
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_envelope(parse(answer), 400, "invalid_request")
+    assert front.upstream.received == []
+
+
+# --- the head's limits, to the byte ------------------------------------------------------------------
+
+LIMITS = FrontConfig(upstream="", body_budget=len)  # the defaults, which the launcher keeps
+
+
+def _line_of(length: int, end: bytes = b"\r\n") -> bytes:
+    """A request line of ``length`` bytes (without its end) under the API prefixes."""
+    fixed = len(b"GET /agent-api/v1/ HTTP/1.1")
+    return b"GET /agent-api/v1/" + b"l" * (length - fixed) + b" HTTP/1.1" + end
+
+
+@pytest.mark.parametrize("end", [b"\r\n", b"\n"], ids=["crlf", "bare-lf"])
+def test_a_request_line_at_the_limit_passes_and_one_byte_more_is_414(front, end):
+    status, _, _ = exchange(
+        front, _line_of(LIMITS.max_request_line, end) + b"Host: h\r\nConnection: close\r\n\r\n"
+    )
+    assert status == 200
+    assert_envelope(
+        exchange(front, _line_of(LIMITS.max_request_line + 1, end) + b"Host: h\r\nConnection: close\r\n\r\n"),
+        414,
+        "invalid_request",
+    )
+    assert len(front.upstream.received) == 1
+
+
+def test_a_pipelined_request_is_held_to_the_same_limits(front):
+    # The second head comes whole with the first request, before the front reads anything more.
+    with front.connect() as sock:
+        sock.sendall(
+            b"GET /agent-api/v1/first HTTP/1.1\r\nHost: h\r\n\r\n"
+            + _line_of(LIMITS.max_request_line + 1)
+            + b"Host: h\r\n\r\n"
+        )
+        answer = read_all(sock)
+    first, _, second = answer.partition(b'{"ok":true}')
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert_envelope(parse(second), 414, "invalid_request")
+    assert len(front.upstream.received) == 1
+
+
+def _head_of(size: int) -> bytes:
+    """A head of exactly ``size`` bytes, its blank line included."""
+    start = b"GET /agent-api/v1/w HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-Pad: "
+    return start + b"p" * (size - len(start) - 4) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "in-two"])
+def test_a_head_at_the_limit_passes_and_one_byte_more_is_431(front, split):
+    # Arriving whole or all but its last byte first, the same head gets the same answer.
+    def send(head: bytes):
+        with front.connect() as sock:
+            if split:
+                sock.sendall(head[:-1])
+                time.sleep(0.2)
+                sock.sendall(head[-1:])
+            else:
+                sock.sendall(head)
+            return parse(read_all(sock))
+
+    status, _, _ = send(_head_of(LIMITS.max_header_bytes))
+    assert status == 200
+    assert_envelope(send(_head_of(LIMITS.max_header_bytes + 1)), 431, "invalid_request")
+    assert len(front.upstream.received) == 1
+
+
+def test_gunicorns_limits_follow_the_fronts():
+    # What gunicorn gets is what the front accepted, written again (the live tests send it): the same
+    # request line, fields no longer than the head, up to three fields more (Host, Content-Length,
+    # Connection). gunicorn takes no finite request-line limit over 8190 (0 is unbounded) and counts at
+    # most 32768 fields.
+    assert upstream_limits(LIMITS) == {
+        "limit_request_line": LIMITS.max_request_line,
+        "limit_request_field_size": LIMITS.max_header_bytes,
+        "limit_request_fields": LIMITS.max_header_fields + 3,
+    }
+    wide = FrontConfig(upstream="", body_budget=len, max_request_line=16384, max_header_bytes=65536)
+    assert upstream_limits(wide)["limit_request_line"] == 0
+    assert upstream_limits(wide)["limit_request_field_size"] == 65536
+    with pytest.raises(ValueError):
+        upstream_limits(FrontConfig(upstream="", body_budget=len, max_header_fields=32766))

@@ -240,3 +240,34 @@ def test_a_crafted_authorize_link_keeps_the_browser_on_the_hub(hub_server, brows
     assert page.locator('a[href*="evil.example"]').count() == 0
     assert contacted == []
     screenshot(page, "oauth-authorize-untrusted-error")
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_denying_an_unproven_https_client_in_a_browser_stays_on_the_hub(
+    hub_server, administrator, browser_page, screenshot
+):
+    """RFC 9700 §4.11.2, the consent variant: the user denies, and Chromium stays on the hub's page
+    instead of following the sign-in to a website nobody has signed in to yet."""
+    _sign_in_client()
+    base = hub_server.url
+    client_id = _register(HttpClient(), HTTPS, name="Looks legit")
+    _, challenge = pkce_pair()
+    page = browser_page
+    contacted: list[str] = []
+    page.route(
+        "https://app.example.com/**", lambda route: (contacted.append(route.request.url), route.abort())
+    )
+    page.goto(base + _authorize_url(base, client_id, HTTPS, challenge))
+    page.get_by_label("Username").fill(administrator.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + reverse("console:consent") + "?*")
+    with page.expect_response(lambda response: response.request.method == "POST") as answer:
+        page.get_by_role("button", name="Deny").click()
+    assert answer.value.status == 400
+    assert page.url.startswith(base)
+    assert "access_denied" in page.locator(".problem .status").inner_text()
+    assert contacted == []
+    assert AgentAuthorization.objects.get().status == "denied"
+    screenshot(page, "oauth-consent-denied-untrusted")

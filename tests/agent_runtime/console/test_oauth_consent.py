@@ -242,6 +242,24 @@ def test_a_crafted_authorize_link_keeps_the_browser_on_the_hub(hub_server, brows
     screenshot(page, "oauth-authorize-untrusted-error")
 
 
+@pytest.mark.django_db
+def test_the_consent_page_shows_hidden_characters_of_the_device_label_as_escapes(
+    administrator, start_hub_login
+):
+    """A device label may not carry bidirectional controls, but zero-width characters pass the API's
+    check: the page still shows them, as tokens, so "Ada's laptop" and "Ada\u200b's laptop" differ."""
+    from bailing.ui.visible import HIDDEN_CHARS
+
+    login = start_hub_login(device_label="Ada\u200b's lap\u2060top")
+    html = signed_in(administrator).get(
+        urlsplit(login.consent_url).path + "?" + urlsplit(login.consent_url).query
+    )
+    text = html.content.decode()
+    assert html.status_code == 200
+    assert not HIDDEN_CHARS.search(text)
+    assert ">U+200B</span>" in text and ">U+2060</span>" in text
+
+
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_denying_an_unproven_https_client_in_a_browser_stays_on_the_hub(

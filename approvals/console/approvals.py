@@ -31,6 +31,7 @@ from bailing.ui import tables
 from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page
+from bailing.ui.visible import json_escape_hidden
 
 VIEW_PERMISSION = "agent_runtime.view_toolapproval"
 DECIDE_PERMISSION = "agent_runtime.decide_toolapproval"
@@ -165,7 +166,10 @@ class ApprovalArgsView(ConsoleView, View):
 
     def get(self, request, pk: int):
         approval = get_object_or_404(ToolApproval, pk=pk)
-        response = HttpResponse(js_stringify(approval.args).encode("utf-8"), content_type="application/json")
+        # The same JSON value, with hidden characters as \u escapes: a browser shows this document
+        # as text, and a right-to-left override in it must not reorder what the approver reads.
+        body = json_escape_hidden(js_stringify(approval.args))
+        response = HttpResponse(body.encode("utf-8"), content_type="application/json")
         response["Content-Disposition"] = f'inline; filename="approval-{approval.pk}-args.json"'
         return response
 

@@ -14,7 +14,8 @@ U+2060–U+2064, U+FEFF, U+180E, U+00AD soft hyphen); Unicode tag characters (U+
 every C0 or C1 control character and DEL except TAB and LF, which lay out text as they should.
 
 :func:`reveal_html` is for element content (the ``reveal`` template filter); :func:`reveal_plain`
-is for places that cannot hold markup (attributes, ``<title>``; the ``reveal_text`` filter).
+is for places that cannot hold markup (attributes, ``<title>``; the ``reveal_text`` filter);
+:func:`json_escape_hidden` for JSON the console serves to a browser to read.
 """
 
 from __future__ import annotations
@@ -71,3 +72,22 @@ def reveal_plain(value) -> str:
     """``value`` as plain text with every hidden character written ``[U+XXXX]``; for attribute values
     and ``<title>``, where markup is not possible. The template escapes the result as usual."""
     return HIDDEN_CHARS.sub(lambda match: f"[{code_point(match.group(0))}]", str(value))
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    # Tag characters lie outside the Basic Multilingual Plane: JSON writes them as a surrogate pair.
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def json_escape_hidden(text: str) -> str:
+    """Serialized JSON with every hidden character written as a ``\\uXXXX`` escape, for a document
+    the console serves to be read in the browser. Outside its strings JSON is printable ASCII and
+    whitespace, and no raw control character may stand inside a string, so in JSON written without
+    carriage returns between tokens (as ``js_stringify`` and ``json.dumps`` write it) every hidden
+    character is inside a string, where the escape parses back to the same character: the document
+    means exactly what it meant, and a browser showing it shows the escapes."""
+    return HIDDEN_CHARS.sub(_json_escape, text)

@@ -108,6 +108,27 @@ def test_a_large_snapshot_is_loaded_on_demand(waiting, approver):
     assert args.json() == approval.args
 
 
+def test_a_large_snapshot_shows_hidden_characters_as_json_escapes(demo_shop, api_client, approver):
+    """The on-demand JSON is the same value, with U+202E and the zero-width space written as \\u
+    escapes, so the browser that shows it cannot be made to reorder it."""
+    from bailing.ui.visible import HIDDEN_CHARS
+
+    provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
+    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["cancel_order"])
+    session = agent(route_key=ROUTE, on_behalf_of="alice")
+    reason = "to IBAN \u202eDE00 1234\u202c\u200b"
+    body = invoke_body(session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": reason})
+    approval = ToolApproval.objects.get(pk=post(api_client, session, INVOKE_URL, body).json()["approval_id"])
+    ToolApproval.objects.filter(pk=approval.pk).update(args_bytes=200_000)
+    args = signed_in(approver).get(reverse("console:approval_args", args=[approval.pk]))
+    assert args.status_code == 200
+    text = args.content.decode("utf-8")
+    assert not HIDDEN_CHARS.search(text)
+    assert "\\u202eDE00 1234\\u202c\\u200b" in text
+    assert args.json() == approval.args
+    assert approval.args["reason"] == reason
+
+
 def test_an_operator_resolves_an_unknown_outcome_and_the_agent_receives_it(
     api_client, administrator, approver
 ):

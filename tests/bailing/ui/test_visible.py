@@ -122,3 +122,18 @@ def test_the_filters_in_templates():
     )
     assert render('{{ v|join:", "|reveal }}', v=["a&b", "c\u200b"]) == f"a&amp;b, c{token(chr(0x200B))}"
     assert render('{{ v|join:", "|reveal_text }}', v=["a&b", "c\u200b"]) == "a&amp;b, c[U+200B]"
+
+
+def test_json_keeps_its_value_and_writes_hidden_characters_as_escapes():
+    import json
+
+    from bailing.api.jsjson import js_stringify
+    from bailing.ui.visible import json_escape_hidden
+
+    value = {"all": "".join(HIDDEN), "text": "😀 退款 שלום", "nested": [{"k\u202e": "\U000e0041"}]}
+    for text in (js_stringify(value), json.dumps(value, ensure_ascii=False, indent=2)):
+        escaped = json_escape_hidden(text)
+        assert not HIDDEN_CHARS.search(escaped)
+        assert json.loads(escaped) == value
+        assert "😀 退款 שלום" in escaped
+    assert json_escape_hidden('"\u202e\U000e0041"') == '"\\u202e\\udb40\\udc41"'

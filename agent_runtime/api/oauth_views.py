@@ -24,8 +24,10 @@ from django.views.decorators.csrf import csrf_exempt
 from agent_runtime.models.oauth import OAUTH_CLIENT_NAME_MAX, OAUTH_REDIRECT_URIS_MAX
 from agent_runtime.services.agent_auth.oauth import (
     OAUTH_SCOPE,
+    AuthorizeError,
     AuthorizeRequest,
     OAuthError,
+    error_redirect_trusted,
     invalid_client,
     mcp_resource_route,
     oauth_authorize,
@@ -236,18 +238,32 @@ class RegisterView(View):
 # --- authorize ----------------------------------------------------------------------------------------
 
 
-class _Redirectable(Exception):
-    """An authorization error that goes back to the (verified) redirect URI."""
-
-    def __init__(self, error: str):
-        super().__init__(error)
-        self.error = error
-
-
 def _authorize_page(request, *, status: int, title: str, detail: str, code: str):
     response = error_page(request, status=status, title=title, detail=detail, code=code)
     response["Cache-Control"] = "no-store"
     return response
+
+
+def authorize_error_response(request, oauth_client, redirect_uri: str, error: str, state: str | None):
+    """An authorization error (RFC 6749 §4.1.2.1): redirected to ``redirect_uri`` with ``error`` and
+    ``state`` when the hub can trust that URI (:func:`error_redirect_trusted`), otherwise the hub's
+    own 400 page naming the error, with no link to the URI (RFC 9700 §4.11.2: a client anyone can
+    register must not turn the hub into an open redirector)."""
+    if error_redirect_trusted(oauth_client, redirect_uri):
+        response = HttpResponseRedirect(oauth_error_redirect(redirect_uri, error, state))
+        response["Cache-Control"] = "no-store"
+        return response
+    return _authorize_page(
+        request,
+        status=400,
+        title="The sign-in request was refused",
+        detail=(
+            "The MCP client's sign-in request could not be accepted. The hub does not send you on to "
+            "the client's website, because that client has not completed a sign-in on this hub yet. "
+            "Close this page and start the sign-in again from the client."
+        ),
+        code=error,
+    )
 
 
 def _single(params: dict[str, list[str]], name: str) -> str | None:
@@ -256,14 +272,15 @@ def _single(params: dict[str, list[str]], name: str) -> str | None:
     if values is None:
         return None
     if len(values) != 1:
-        raise _Redirectable("invalid_request")
+        raise AuthorizeError("invalid_request")
     return values[0]
 
 
 class AuthorizeView(View):
     """``GET /oauth/authorize``: checks the client and redirect first (failures there are an error
     page, never a redirect), then the rest (failures go back to the redirect with ``error`` and
-    ``state``), then opens the sign-in and sends the browser to the consent page."""
+    ``state`` when the hub trusts it, else an error page: :func:`authorize_error_response`), then
+    opens the sign-in and sends the browser to the consent page."""
 
     http_method_names = ["get"]
 
@@ -294,8 +311,8 @@ class AuthorizeView(View):
         try:
             authorize_request = self._validated(params, oauth_client, redirect_uri, state)
             target = oauth_authorize(authorize_request, ip=request.META.get("REMOTE_ADDR"))
-        except _Redirectable as exc:
-            target = oauth_error_redirect(redirect_uri, exc.error, state)
+        except AuthorizeError as exc:
+            return authorize_error_response(request, oauth_client, redirect_uri, exc.error, state)
         except RateLimited as exc:
             response = _authorize_page(
                 request,
@@ -313,25 +330,25 @@ class AuthorizeView(View):
     @staticmethod
     def _validated(params, oauth_client, redirect_uri: str, state: str | None) -> AuthorizeRequest:
         if state is None or not 1 <= len(state) <= _STATE_MAX or has_control_chars(state, multiline=False):
-            raise _Redirectable("invalid_request")
+            raise AuthorizeError("invalid_request")
         response_type = _single(params, "response_type")
         if response_type is None:
-            raise _Redirectable("invalid_request")
+            raise AuthorizeError("invalid_request")
         if response_type != "code":
-            raise _Redirectable("unsupported_response_type")
+            raise AuthorizeError("unsupported_response_type")
         challenge = _single(params, "code_challenge")
         if _single(params, "code_challenge_method") != "S256" or not (
             challenge and PKCE_CHALLENGE_RE.fullmatch(challenge)
         ):
-            raise _Redirectable("invalid_request")
+            raise AuthorizeError("invalid_request")
         if not scope_valid(_single(params, "scope")):
-            raise _Redirectable("invalid_scope")
+            raise AuthorizeError("invalid_scope")
         resource = _single(params, "resource")
         if resource is None:
-            raise _Redirectable("invalid_request")
+            raise AuthorizeError("invalid_request")
         route_key = mcp_resource_route(resource)
         if route_key is None:
-            raise _Redirectable("invalid_target")
+            raise AuthorizeError("invalid_target")
         return AuthorizeRequest(
             oauth_client=oauth_client,
             redirect_uri=redirect_uri,

@@ -3,7 +3,8 @@
 The signed-in hub user approves an agent to act on their own behalf: the principal is that user and
 their roles, never something the page lets them type. Approve and deny both end in a redirect to the
 agent's loopback URI (or, for a standard MCP sign-in, the OAuth client's registered redirect) that the
-service generated; that is the only place this page ever navigates.
+service generated; that is the only place this page ever navigates. A denied MCP sign-in goes back
+only to a redirect the hub trusts (``error_redirect_trusted``); otherwise the page says so itself.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agent_runtime.services.agent_auth.authorizations import (
     authorization_effective_status,
     authorization_get_for_hub_consent,
 )
+from agent_runtime.services.agent_auth.oauth import error_redirect_trusted
 from agent_runtime.validation import is_loopback_host, loopback_redirect_problem, oauth_redirect_problem
 from bailing.api.errors import ApiError, InvalidRequest, NotFound
 from bailing.audit.actor import Actor
@@ -61,6 +63,22 @@ def _not_pending(request):
             "Start a new sign-in from the agent."
         ),
         code=InvalidState.code,
+    )
+
+
+def _denied_page(request):
+    """A denied standard MCP sign-in whose client has not proved its https redirect: anyone can
+    register one, and sending the browser there whatever the user decides would make a phishing
+    link of the hub's consent page (RFC 9700 §4.11.2), so the hub says it here instead."""
+    return error_page(
+        request,
+        status=400,
+        title="Sign-in denied",
+        detail=(
+            "You denied this sign-in. The hub does not send you on to the client's website, because "
+            "that client has not completed a sign-in on this hub yet. You can close this page."
+        ),
+        code="access_denied",
     )
 
 
@@ -186,6 +204,10 @@ class ConsentView(ConsoleView, View):
                 )
             else:
                 redirect_uri = authorization_deny(authorization_id=authorization.id, client=None, actor=actor)
+                if authorization.oauth_client_id is not None and not error_redirect_trusted(
+                    authorization.oauth_client, authorization.redirect_uri
+                ):
+                    return _denied_page(request)
         except ApiError as exc:
             return _problem_page(request, exc)
         # Defence in depth: the service built this URI from the validated redirect (loopback for Agent

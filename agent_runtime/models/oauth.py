@@ -30,6 +30,10 @@ class OAuthClient(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     created_ip = models.GenericIPAddressField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # When a sign-in of this client first completed: a user approved it on the consent page and the
+    # client exchanged the code. Until then its https redirect URIs are only self-asserted, so the
+    # authorize endpoint does not send a browser to them with an error (RFC 9700 §4.11.2).
+    signed_in_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

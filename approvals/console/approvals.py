@@ -8,6 +8,8 @@ decision id is derived from the approval and the decision, so the second is a re
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django import forms
 from django.contrib import messages
 from django.db.models import Count
@@ -31,10 +33,13 @@ from bailing.ui import tables
 from bailing.ui.forms import filter_by_form
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page
+from bailing.ui.visible import json_escape_hidden
 
 VIEW_PERMISSION = "agent_runtime.view_toolapproval"
 DECIDE_PERMISSION = "agent_runtime.decide_toolapproval"
 RESEND_PERMISSION = "agent_runtime.change_toolapproval"
+# The inbox shows the start of each summary; the detail page shows all of it.
+SUMMARY_PREVIEW_CHARS = 140
 
 
 class ApprovalFilterForm(forms.Form):
@@ -65,22 +70,42 @@ def own_call(approval: ToolApproval, user) -> bool:
     return username in {(session.principal or {}).get("id"), session.on_behalf_of}
 
 
+def summary_preview(summary: str) -> str:
+    """The first ``SUMMARY_PREVIEW_CHARS`` characters of an approval summary (the tool's prompt with
+    the argument values), so an approver sees in the inbox what each call would do."""
+    if len(summary) <= SUMMARY_PREVIEW_CHARS:
+        return summary
+    return summary[: SUMMARY_PREVIEW_CHARS - 1] + "…"
+
+
 def approval_table(approvals) -> tables.Table:
+    """The inbox rows. What the call would do (its summary) gets the free width; the workspace,
+    client and policy ride as second lines, so the table fits a 1024 px screen without scrolling."""
     table = tables.Table(
-        ["Approval", "Tool", "Workspace", "Client", "Subject", "Policy", "Requested", "Status", "Decided"],
+        [
+            "Approval",
+            "Tool · workspace",
+            "Summary",
+            "Subject · client",
+            "Requested",
+            "Status · policy",
+            "Decided",
+        ],
         empty="No approvals.",
     )
     for approval in approvals:
         table.rows.append(
             [
                 tables.mono(f"#{approval.pk}", href=reverse("console:approval_detail", args=[approval.pk])),
-                tables.mono(approval.tool),
-                tables.mono(approval.route_key),
-                tables.mono(approval.invocation.client.app_id),
-                tables.mono(approval.subject),
-                tables.mono(approval.policy),
+                tables.Cell(approval.tool, kind="mono", sub=approval.route_key),
+                tables.text(summary_preview(approval.summary)),
+                tables.Cell(
+                    approval.subject or "—",
+                    kind="mono" if approval.subject else "muted",
+                    sub=approval.invocation.client.app_id,
+                ),
                 tables.time(approval.created_at),
-                tables.badge(approval.status),
+                replace(tables.badge(approval.status), sub=approval.policy),
                 tables.text(approval.decided_by or None),
             ]
         )
@@ -150,7 +175,10 @@ class ApprovalArgsView(ConsoleView, View):
 
     def get(self, request, pk: int):
         approval = get_object_or_404(ToolApproval, pk=pk)
-        response = HttpResponse(js_stringify(approval.args).encode("utf-8"), content_type="application/json")
+        # The same JSON value, with hidden characters as \u escapes: a browser shows this document
+        # as text, and a right-to-left override in it must not reorder what the approver reads.
+        body = json_escape_hidden(js_stringify(approval.args))
+        response = HttpResponse(body.encode("utf-8"), content_type="application/json")
         response["Content-Disposition"] = f'inline; filename="approval-{approval.pk}-args.json"'
         return response
 

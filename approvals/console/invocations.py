@@ -180,7 +180,9 @@ class InvocationDetailView(ConsoleView, DetailView):
                 [
                     tables.time(event.created_at),
                     tables.mono(event.action, href=reverse("console:audit_detail", args=[event.pk])),
-                    tables.mono(f"{event.actor_type}:{event.actor}"),
+                    # UUIDs shortened (complete in the title), as in the audit history: a full
+                    # session id would push the table past a 1024 px screen.
+                    tables.ident(f"{event.actor_type}:{event.actor}"),
                 ]
             )
         context["events"] = events

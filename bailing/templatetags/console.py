@@ -7,6 +7,7 @@ import json
 from django import template
 
 from bailing.ui.tables import BADGE_TONES, utc_iso
+from bailing.ui.visible import reveal_html, reveal_plain
 
 register = template.Library()
 
@@ -21,6 +22,22 @@ def utc(value):
 def pretty_json(value):
     """Indented, key-sorted JSON for read-only display (escaped by the template like any text)."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.filter
+def reveal(value):
+    """Text for element content with invisible and reordering characters shown as ``U+XXXX`` tokens
+    (``bailing.ui.visible``). Every console template prints text through it; it escapes first, so it
+    ends a filter chain: ``{{ approval.summary|reveal }}``, ``{{ args|pretty_json|reveal }}``."""
+    return reveal_html(value)
+
+
+@register.filter(is_safe=True)
+def reveal_text(value):
+    """The same for attribute values and ``<title>``, which cannot hold markup: ``[U+XXXX]``. The
+    tokens add nothing that needs escaping, so already safe input stays safe (``is_safe``) and any
+    other is escaped by the template as usual."""
+    return reveal_plain(value)
 
 
 @register.filter

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agent_runtime.errors import AgentAuthorizeUrlInvalid, InvalidClient, InvalidGrant
@@ -44,7 +46,7 @@ from agent_runtime.tokens import (
     new_secret,
     secret_hash,
 )
-from agent_runtime.validation import oauth_redirect_matches
+from agent_runtime.validation import is_loopback_host, oauth_redirect_matches
 from bailing.api.errors import RateLimited
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
@@ -130,8 +132,15 @@ def oauth_client_active(client_id: object) -> OAuthClient | None:
     return oauth_client
 
 
-def _touch(oauth_client: OAuthClient) -> None:
-    OAuthClient.objects.filter(pk=oauth_client.pk).update(last_used_at=timezone.now())
+def _touch(oauth_client: OAuthClient, *, signed_in: bool = False) -> None:
+    """Record a use of the client; ``signed_in`` (a code exchange succeeded) also marks its first
+    completed sign-in, once, which makes its redirect URIs trusted for error redirects
+    (:func:`error_redirect_trusted`)."""
+    now = timezone.now()
+    changes: dict = {"last_used_at": now}
+    if signed_in:
+        changes["signed_in_at"] = Coalesce(F("signed_in_at"), Value(now))
+    OAuthClient.objects.filter(pk=oauth_client.pk).update(**changes)
 
 
 # --- registration (RFC 7591) ---------------------------------------------------------------------------
@@ -198,6 +207,33 @@ def registered_redirect(oauth_client: OAuthClient, redirect_uri: str) -> bool:
     return any(oauth_redirect_matches(registered, redirect_uri) for registered in oauth_client.redirect_uris)
 
 
+def error_redirect_trusted(oauth_client: OAuthClient, redirect_uri: str) -> bool:
+    """Whether an authorization error may be sent to ``redirect_uri`` (a registered redirect of
+    ``oauth_client``) by redirecting the browser there (RFC 6749 §4.1.2.1).
+
+    Anyone can register an https redirect URI, so redirecting errors to it unconditionally makes the
+    hub an open redirector: a crafted authorize link with a bogus parameter would bounce a user from
+    the hub's trusted address to any website (RFC 9700 §4.11.2). Only two kinds are trusted: a
+    loopback redirect (a native client on the user's own computer, RFC 8252; the registration rules
+    admit ``http`` only to loopback hosts), and any redirect of a client that has completed a sign-in
+    (a user approved it on the consent page and the client exchanged the code), whose redirect URIs
+    have then been seen in use. Everything else gets the hub's own error page instead.
+    """
+    parts = urlsplit(redirect_uri)
+    if parts.scheme == "http" and is_loopback_host(parts.hostname or ""):
+        return True
+    return oauth_client.signed_in_at is not None
+
+
+class AuthorizeError(Exception):
+    """An authorization error for the client's redirect (RFC 6749 §4.1.2.1): ``error`` is its code.
+    Whether it is redirected or shown on the hub's page is :func:`error_redirect_trusted`'s call."""
+
+    def __init__(self, error: str):
+        super().__init__(error)
+        self.error = error
+
+
 @dataclass(frozen=True)
 class AuthorizeRequest:
     """A shape-checked ``GET /oauth/authorize`` whose client and redirect are known good."""
@@ -210,13 +246,14 @@ class AuthorizeRequest:
 
 
 def oauth_authorize(request: AuthorizeRequest, *, ip: str | None) -> str:
-    """Open the authorization and return where to send the browser: the consent page, or (when the
-    client may not use the workspace) the client's redirect with ``error=invalid_target`` /
-    ``access_denied``. The creation throttle's ``RateLimited`` propagates (the caller shows a page)."""
+    """Open the authorization and return the consent page URL to send the browser to.
+    :class:`AuthorizeError` ``invalid_target`` when the client may not use the workspace,
+    ``access_denied`` when no sign-in is possible; the creation throttle's ``RateLimited``
+    propagates (the caller shows a page)."""
     oauth_client = request.oauth_client
     hub_client = oauth_client.hub_client
     if not hub_client.allows_route(request.route_key):
-        return oauth_error_redirect(request.redirect_uri, "invalid_target", request.state)
+        raise AuthorizeError("invalid_target")
     try:
         _, consent_url = authorization_create(
             client_app_id=hub_client.app_id,
@@ -230,7 +267,7 @@ def oauth_authorize(request: AuthorizeRequest, *, ip: str | None) -> str:
         )
     except (InvalidClient, AgentAuthorizeUrlInvalid):
         # The client was disabled or misconfigured a moment ago: no sign-in is possible.
-        return oauth_error_redirect(request.redirect_uri, "access_denied", request.state)
+        raise AuthorizeError("access_denied") from None
     _touch(oauth_client)
     return consent_url
 
@@ -281,7 +318,7 @@ def oauth_code_grant(
         )
     except InvalidGrant:
         raise _invalid_grant() from None
-    _touch(oauth_client)
+    _touch(oauth_client, signed_in=True)
     return _token_answer(result)
 
 

@@ -517,6 +517,140 @@ def test_authorize_is_throttled_with_an_error_page(http, sign_in_client, setting
     assert int(response["Retry-After"]) >= 1
 
 
+# --- error redirects only to redirects the hub trusts (RFC 9700 §4.11.2) ------------------------------------
+
+EVIL = "https://evil.example/cb"
+# Every authorization error that the checks after the client and redirect can give.
+AUTHORIZE_ERRORS = [
+    ({"response_type": "bogus"}, "unsupported_response_type"),
+    ({"response_type": None}, "invalid_request"),
+    ({"response_type": ["code", "code"]}, "invalid_request"),
+    ({"state": None}, "invalid_request"),
+    ({"state": "x" * 513}, "invalid_request"),
+    ({"code_challenge": None}, "invalid_request"),
+    ({"code_challenge_method": "plain"}, "invalid_request"),
+    ({"scope": "knowledge:write"}, "invalid_scope"),
+    ({"resource": None}, "invalid_request"),
+    ({"resource": "https://other.example.com/mcp/demo"}, "invalid_target"),
+    # A workspace the hub client may not use: refused by the service, after the shape checks.
+    ({"resource": f"{PUBLIC}/mcp/tickets"}, "invalid_target"),
+]
+
+
+def assert_hub_error_page(response, error):
+    """The hub's own page naming the OAuth error: no redirect and no link to the untrusted URI."""
+    _page(response, 400)
+    assert response["Cache-Control"] == "no-store"
+    assert response.context["code"] == error
+    body = response.content.decode()
+    assert error in body
+    assert "evil.example" not in body
+
+
+@pytest.mark.parametrize(("patch", "error"), AUTHORIZE_ERRORS)
+def test_authorize_errors_never_redirect_to_an_untrusted_https_redirect(http, sign_in_client, patch, error):
+    """The open-redirector attack: anyone registers an https client and crafts a failing authorize
+    link; the browser must stay on the hub."""
+    client_id = registered(http, redirect_uris=[EVIL])["client_id"]
+    _, challenge = pkce_pair()
+    response = authorize(http, authorize_params(client_id, challenge, redirect_uri=EVIL, **patch))
+    assert_hub_error_page(response, error)
+    assert AgentAuthorization.objects.count() == 0
+
+
+def test_an_authorize_refused_by_the_service_is_a_page_for_an_untrusted_redirect(
+    http, sign_in_client, monkeypatch
+):
+    """``access_denied`` (the hub client became unusable while the sign-in started) likewise."""
+    from agent_runtime.errors import InvalidClient
+    from agent_runtime.services.agent_auth import oauth
+
+    def refuse(**kwargs):
+        raise InvalidClient()
+
+    client_id = registered(http, redirect_uris=[EVIL, REDIRECT])["client_id"]
+    monkeypatch.setattr(oauth, "authorization_create", refuse)
+    _, challenge = pkce_pair()
+    assert_hub_error_page(
+        authorize(http, authorize_params(client_id, challenge, redirect_uri=EVIL)), "access_denied"
+    )
+    # The same refusal goes back to the client's loopback redirect.
+    query = redirect_query(authorize(http, authorize_params(client_id, challenge)))
+    assert query == {"error": ["access_denied"], "state": ["state-0123456789"]}
+
+
+@pytest.mark.parametrize(
+    "loopback", ["http://127.0.0.1:33418/callback", "http://[::1]:33418/callback", "http://localhost:9/cb"]
+)
+@pytest.mark.parametrize(("patch", "error"), AUTHORIZE_ERRORS)
+def test_authorize_errors_go_back_to_a_loopback_redirect(http, sign_in_client, loopback, patch, error):
+    """A native client on the user's computer (RFC 8252) gets its error redirect (RFC 6749 §4.1.2.1)
+    before it ever signed in."""
+    client_id = registered(http, redirect_uris=[loopback])["client_id"]
+    _, challenge = pkce_pair()
+    response = authorize(http, authorize_params(client_id, challenge, redirect_uri=loopback, **patch))
+    assert response["Location"].startswith(loopback + "?")
+    state = patch.get("state", "state-0123456789")
+    assert redirect_query(response) == {"error": [error], **({"state": [state]} if state else {})}
+
+
+def _complete_sign_in(http, client_id, redirect_uri):
+    _, code, verifier = approved_code(http, client_id, redirect_uri=redirect_uri)
+    body = code_body(client_id, code, verifier, redirect_uri=redirect_uri)
+    response = form_post(http, "/oauth/token", body)
+    assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize(("patch", "error"), AUTHORIZE_ERRORS)
+def test_authorize_errors_go_back_to_a_client_that_completed_a_sign_in(http, sign_in_client, patch, error):
+    client_id = registered(http, redirect_uris=[EVIL])["client_id"]
+    _complete_sign_in(http, client_id, EVIL)
+    assert OAuthClient.objects.get(client_id=client_id).signed_in_at is not None
+    _, challenge = pkce_pair()
+    response = authorize(http, authorize_params(client_id, challenge, redirect_uri=EVIL, **patch))
+    assert response["Location"].startswith(EVIL + "?")
+    assert redirect_query(response)["error"] == [error]
+
+
+def test_an_approved_sign_in_whose_code_was_not_exchanged_does_not_make_a_client_trusted(
+    http, sign_in_client
+):
+    client_id = registered(http, redirect_uris=[EVIL])["client_id"]
+    _, code, verifier = approved_code(http, client_id, redirect_uri=EVIL)
+    # A failed exchange is no completed sign-in either.
+    failed = form_post(http, "/oauth/token", code_body(client_id, code, "v" * 43, redirect_uri=EVIL))
+    assert_oauth_error(failed, 400, "invalid_grant")
+    _, challenge = pkce_pair()
+    bogus = authorize_params(client_id, challenge, redirect_uri=EVIL, response_type="bogus")
+    assert_hub_error_page(authorize(http, bogus), "unsupported_response_type")
+    assert OAuthClient.objects.get(client_id=client_id).signed_in_at is None
+    ok = form_post(http, "/oauth/token", code_body(client_id, code, verifier, redirect_uri=EVIL))
+    assert ok.status_code == 200
+    first = OAuthClient.objects.get(client_id=client_id).signed_in_at
+    assert first is not None
+    assert redirect_query(authorize(http, bogus))["error"] == ["unsupported_response_type"]
+    # The marker is the first completed sign-in: later ones and refreshes keep it.
+    assert form_post(http, "/oauth/token", refresh_body(client_id, ok.json())).status_code == 200
+    assert OAuthClient.objects.get(client_id=client_id).signed_in_at == first
+
+
+def test_the_migration_marks_clients_that_already_signed_in(http, sign_in_client):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("agent_runtime.migrations.0009_oauth_client_signed_in")
+    earlier = registered(http)["client_id"]
+    _complete_sign_in(http, earlier, REDIRECT)
+    never = registered(http, redirect_uris=[EVIL])["client_id"]
+    approved_code(http, never, redirect_uri=EVIL)  # approved, never exchanged
+    OAuthClient.objects.update(signed_in_at=None)
+    migration.mark_signed_in(apps, None)
+    consumed = AgentAuthorization.objects.get(oauth_client__client_id=earlier, status="consumed")
+    assert OAuthClient.objects.get(client_id=earlier).signed_in_at == consumed.consumed_at
+    assert OAuthClient.objects.get(client_id=never).signed_in_at is None
+
+
 # --- token -----------------------------------------------------------------------------------------------
 
 

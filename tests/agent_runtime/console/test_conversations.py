@@ -303,6 +303,23 @@ def test_detail_escapes_user_and_agent_text(admin_http, session):
     assert AgentRun.objects.filter(pk=long_id).exists()
 
 
+def test_detail_shows_hidden_characters_as_escapes(admin_http, session):
+    """A right-to-left override, a zero-width space, an isolate and a tag character in what the user
+    asked and the agent answered reach the page only as visible ``U+…`` tokens (bailing/ui/visible.py)."""
+    from bailing.ui.visible import HIDDEN_CHARS
+
+    run_id = turn(session, 1, user_input="pay \u202eDE00 1234\u202c now\u200b")
+    complete(session, run_id, 1, content="done \u2067\U000e0041\u2069 <b>x</b>")
+
+    html = admin_http.get(detail_url(conversation_of(run_id))).content.decode()
+    assert not HIDDEN_CHARS.search(html)
+    for point in ("U+202E", "U+202C", "U+200B", "U+2067", "U+E0041", "U+2069"):
+        assert f">{point}</span>" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html
+    # Stored exactly as sent: only the page shows the escapes.
+    assert AgentRun.objects.get(pk=run_id).user_input == "pay \u202eDE00 1234\u202c now\u200b"
+
+
 def test_detail_collapses_long_texts_only(admin_http, session):
     short_id = turn(session, 1, user_input="Short question")
     complete(session, short_id, 1, content="line\n" * 40)

@@ -9,7 +9,7 @@ from django.urls import reverse
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
 from bailing.audit.models import AuditEvent
 from tests.support.chaos_business import running_chaos_business
-from tests.support.console import PASSWORD, signed_in
+from tests.support.console import PASSWORD, csp_violations, signed_in
 from tests.support.invocations import (
     INVOKE_URL,
     agent,
@@ -108,6 +108,27 @@ def test_a_large_snapshot_is_loaded_on_demand(waiting, approver):
     assert args.json() == approval.args
 
 
+def test_a_large_snapshot_shows_hidden_characters_as_json_escapes(demo_shop, api_client, approver):
+    """The on-demand JSON is the same value, with U+202E and the zero-width space written as \\u
+    escapes, so the browser that shows it cannot be made to reorder it."""
+    from bailing.ui.visible import HIDDEN_CHARS
+
+    provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
+    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["cancel_order"])
+    session = agent(route_key=ROUTE, on_behalf_of="alice")
+    reason = "to IBAN \u202eDE00 1234\u202c\u200b"
+    body = invoke_body(session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": reason})
+    approval = ToolApproval.objects.get(pk=post(api_client, session, INVOKE_URL, body).json()["approval_id"])
+    ToolApproval.objects.filter(pk=approval.pk).update(args_bytes=200_000)
+    args = signed_in(approver).get(reverse("console:approval_args", args=[approval.pk]))
+    assert args.status_code == 200
+    text = args.content.decode("utf-8")
+    assert not HIDDEN_CHARS.search(text)
+    assert "\\u202eDE00 1234\\u202c\\u200b" in text
+    assert args.json() == approval.args
+    assert approval.args["reason"] == reason
+
+
 def test_an_operator_resolves_an_unknown_outcome_and_the_agent_receives_it(
     api_client, administrator, approver
 ):
@@ -197,3 +218,139 @@ def test_approval_flow_in_a_browser(
     page.goto(base + reverse("console:invocation_list"))
     assert page.locator("table.data tbody tr").count() == 1
     screenshot(page, "approvals-05-calls")
+
+
+# --- hidden characters in what approvers read (bailing/ui/visible.py) ------------------------------------
+
+SPOOFED_REASON = "refund to IBAN \u202eDE00 1234\u202c ok\u200b " + "Z" * 300
+HIDDEN_IN_ARGS = ("\u202e", "\u202c", "\u200b")
+
+
+def _no_horizontal_overflow(page) -> bool:
+    return page.evaluate(
+        "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+        " && [...document.querySelectorAll('.table-wrap, pre.json')]"
+        "      .every(el => el.scrollWidth <= el.clientWidth"
+        "                   && el.getBoundingClientRect().right <= window.innerWidth)"
+    )
+
+
+def _overflow_report(page) -> list:
+    return page.evaluate(
+        "[document.documentElement, ...document.querySelectorAll('.table-wrap, pre.json')]"
+        ".map(el => [el.className || el.tagName, el.scrollWidth, el.clientWidth,"
+        " Math.round(el.getBoundingClientRect().right), window.innerWidth])"
+    )
+
+
+def _assert_neutralised(page, *, escapes: tuple[str, ...]) -> None:
+    """The text a reader gets from the page (and the DOM's whole text, <title> included) holds the
+    visible escapes and not one hidden character."""
+    from bailing.ui.visible import HIDDEN_CHARS
+
+    shown = page.inner_text("body")
+    everything = page.evaluate("document.documentElement.textContent")
+    for text in (shown, everything):
+        assert not HIDDEN_CHARS.search(text), [hex(ord(c)) for c in HIDDEN_CHARS.findall(text)]
+    for escape in escapes:
+        assert escape in shown
+
+
+@pytest.mark.browser
+def test_hidden_characters_in_arguments_are_shown_as_escapes_in_a_browser(
+    hub_server, api_client, chromium, screenshot, console_roles, demo_shop
+):
+    """A refund whose reason carries a right-to-left override and a zero-width space, waiting for
+    approval: the inbox, the approval page, the dashboard and the trace show ``U+202E`` tokens, never
+    the raw characters, and nothing overflows a 1024 px screen. The stored snapshot stays exact."""
+    from tests.factories import UserFactory
+
+    approver = UserFactory(username="april", roles=["approver"])
+    provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
+    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["request_refund"])
+    session = agent(route_key=ROUTE, on_behalf_of="alice")
+    arguments = {"order_id": "SO-1002", "amount": 650, "reason": SPOOFED_REASON}
+    waiting = post(api_client, session, INVOKE_URL, invoke_body(session, ROUTE, "request_refund", arguments))
+    assert waiting.status_code == 200, waiting.content
+    assert waiting.json()["state"] == "awaiting_approval"
+    approval = ToolApproval.objects.get(pk=waiting.json()["approval_id"])
+    # What is approved (and hashed, and sent to the business) is exactly what the agent sent.
+    assert approval.args["reason"] == SPOOFED_REASON
+    assert all(char in approval.summary for char in HIDDEN_IN_ARGS)
+
+    context = chromium.new_context(viewport={"width": 1024, "height": 800}, locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    violations = csp_violations(page)
+    base = hub_server.url
+    page.goto(base + reverse("console:approval_list"))
+    page.get_by_label("Username").fill(approver.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + reverse("console:approval_list"))
+
+    row = page.locator("table.data tbody tr").first
+    assert "refund to IBAN U+202EDE00 1234U+202C okU+200B" in row.inner_text()
+    assert row.locator(".char-escape").count() == 3
+    assert row.locator(".char-escape").first.get_attribute("title") == "RIGHT-TO-LEFT OVERRIDE"
+    _assert_neutralised(page, escapes=("U+202E", "U+202C", "U+200B"))
+    screenshot(page, "approvals-hidden-01-inbox")
+    assert _no_horizontal_overflow(page), _overflow_report(page)
+
+    page.get_by_role("link", name=f"#{approval.pk}").click()
+    page.wait_for_url(base + reverse("console:approval_detail", args=[approval.pk]))
+    lead = page.locator("p.lead").inner_text()
+    assert lead.startswith("Refund 650 on order SO-1002? Reason: refund to IBAN U+202EDE00 1234U+202C ok")
+    args = page.locator("#approval-args")
+    assert '"reason": "refund to IBAN U+202EDE00 1234U+202C okU+200B ZZZ' in args.inner_text()
+    assert args.locator(".char-escape").count() == 3
+    _assert_neutralised(page, escapes=("U+202E", "U+202C", "U+200B"))
+    screenshot(page, "approvals-hidden-02-detail")
+    assert _no_horizontal_overflow(page), _overflow_report(page)
+
+    page.goto(base + reverse("console:dashboard"))
+    _assert_neutralised(page, escapes=())
+    screenshot(page, "approvals-hidden-03-dashboard")
+    assert _no_horizontal_overflow(page), _overflow_report(page)
+    page.goto(base + reverse("console:invocation_detail", args=[approval.invocation.job_id]))
+    _assert_neutralised(page, escapes=())
+    screenshot(page, "approvals-hidden-04-trace")
+    assert _no_horizontal_overflow(page), _overflow_report(page)
+    context.close()
+    assert not violations, violations
+
+
+def test_decision_comments_and_audit_data_show_hidden_characters_as_escapes(waiting, approver, auditor):
+    """What an approver typed and what the ledger holds go through the same neutralisation: no hidden
+    character anywhere in the HTML (attributes and <title> included), a token for each."""
+    from django.db import transaction
+
+    from bailing.audit.actor import Actor
+    from bailing.audit.ledger import audit_record
+    from bailing.ui.visible import HIDDEN_CHARS
+
+    _, _, approval = waiting
+    client = signed_in(approver)
+    comment = "ok \u202egnp.exe\u202c\u00ad"
+    client.post(
+        reverse("console:approval_decide", args=[approval.pk]), {"decision": "denied", "comment": comment}
+    )
+    approval.refresh_from_db()
+    assert approval.decision_comment == comment
+    html = client.get(reverse("console:approval_detail", args=[approval.pk])).content.decode()
+    assert not HIDDEN_CHARS.search(html)
+    assert all(f">{point}</span>" in html for point in ("U+202E", "U+202C", "U+00AD"))
+
+    with transaction.atomic():
+        event = audit_record(
+            action="tests.display",
+            actor=Actor.system("tests"),
+            target_type="note",
+            target_id="n\u200b1",
+            data={"label": "\u2066admin\u2069", "bell": "\x07"},
+        )
+    reader = signed_in(auditor)
+    for url in (reverse("console:audit_list"), reverse("console:audit_detail", args=[event.pk])):
+        html = reader.get(url).content.decode()
+        assert not HIDDEN_CHARS.search(html), url
+        assert all(f">{point}</span>" in html for point in ("U+200B", "U+2066", "U+2069")), url

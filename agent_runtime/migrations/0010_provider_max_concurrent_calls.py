@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_runtime', '0008_row_versions'),
+        ('agent_runtime', '0009_oauth_client_signed_in'),
     ]
 
     operations = [

@@ -73,12 +73,13 @@ PAGE_CONTEXT_MAX_BYTES = budget(
 )
 
 # --- approvals and business answers -------------------------------------------------------------------
-NOTIFY_ARGS_MAX_BYTES = budget(
-    "approval.webhook_args",
+WEBHOOK_BODY_MAX_BYTES = budget(
+    "approval.webhook_body",
     64 * 1024,
     unit=JSON_BYTES,
-    what="the arguments an approval webhook carries in full (the approval snapshot's `args`)",
-    over="left out: `args_omitted: true` and `args_bytes`; the approver reads them in the console",
+    what="the body of an approval webhook (the approval snapshot, with the complete arguments when they fit)",
+    over="the arguments are left out (`args_omitted: true`, `args_bytes`; the approver reads them in the "
+    "console), then the summary is cut (`summary_truncated: true`)",
     paths=("approval webhook to the Demo Shop",),
 )
 ERROR_TEXT_MAX_CHARS = budget(

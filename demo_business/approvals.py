@@ -64,7 +64,9 @@ _REQUIRED_STRINGS = (
 )
 # Identifiers the decision echoes: they must say something.
 _NON_EMPTY = frozenset({"job_id", "request_id", "tool", "args_hash"})
-_REQUIRED_OBJECTS = ("args", "intent", "decision_contract", "metadata")
+_REQUIRED_OBJECTS = ("intent", "decision_contract", "metadata")
+# ``args`` is an object, unless the hub left a large snapshot out (``args_omitted: true``, with its size
+# in ``args_bytes``): the approver then reads the arguments in the hub's console.
 _OPTIONAL_STRINGS = ("subject", "summary")
 # A redelivery carries the same approval; anything else under a known id is a different approval.
 _IDENTITY = ("job_id", "request_id", "tool", "args_hash")
@@ -103,6 +105,15 @@ def parse_request(data: Mapping[str, Any]) -> dict[str, Any]:
     for name in _REQUIRED_OBJECTS:
         if not isinstance(data.get(name), dict):
             raise invalid_request(name, "Must be a JSON object.")
+    if data.get("args_omitted") is True:
+        if (
+            "args" in data
+            or isinstance(data.get("args_bytes"), bool)
+            or not isinstance(data.get("args_bytes"), int)
+        ):
+            raise invalid_request("args_bytes", "An omitted snapshot comes with its size and without args.")
+    elif not isinstance(data.get("args"), dict):
+        raise invalid_request("args", "Must be a JSON object.")
     for name in _OPTIONAL_STRINGS:
         if data.get(name) is not None and not isinstance(data[name], str):
             raise invalid_request(name, "Must be a string when present.")

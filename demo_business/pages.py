@@ -115,7 +115,10 @@ def _card(record: Mapping[str, Any]) -> str:
         ("Received", record["received_at"]),
     ]
     details = "".join(f"<dt>{_e(name)}</dt><dd>{_e(value)}</dd>" for name, value in rows if value)
-    args = json.dumps(request.get("args", {}), indent=2, ensure_ascii=False)
+    if request.get("args_omitted"):
+        args = f"(not sent: {request.get('args_bytes')} bytes of arguments; read them in the hub's console)"
+    else:
+        args = json.dumps(request.get("args", {}), indent=2, ensure_ascii=False)
     state = "pending" if status == "pending" else "decided"
     parts = [
         f'<article id="approval-{approval_id}" class="approval {state}">',

@@ -31,6 +31,7 @@ from agent_runtime.services.clients import client_token_plaintext
 from agent_runtime.tools.approval import ApprovalPolicyOutcome
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.jsjson import js_string, js_stringify
+from bailing.api.limits import compact_json_utf8_bytes, truncate_utf8
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 from bailing.outbound import outbound_client
@@ -43,9 +44,9 @@ DECISION_SCHEMA = "bailing.approval-decision.v1"
 WEBHOOK_TYPES = frozenset({"business_webhook", "approval_webhook"})
 PLAIN_WEBHOOK_TYPE = "webhook"
 NOTIFY_TIMEOUT_SECONDS = 10
-# Notifications carry the complete arguments up to this size; a larger snapshot is left out (with
-# ``args_omitted``) and read on demand in the console (spec: notifications use bounded summaries).
-NOTIFY_ARGS_MAX_BYTES = budgets.NOTIFY_ARGS_MAX_BYTES
+# A notification body is at most this (spec: notifications are bounded): the complete arguments when
+# they fit, else left out (``args_omitted``) and read on demand in the console.
+WEBHOOK_BODY_MAX_BYTES = budgets.WEBHOOK_BODY_MAX_BYTES
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}")
 
 
@@ -179,12 +180,38 @@ def approval_request_create(
 
 # --- delivery ---------------------------------------------------------------------------------------------
 def approval_notification_body(approval: ToolApproval, channel: str) -> dict[str, Any]:
-    """The webhook body, key for key in the order BailingHub business systems read it."""
+    """The webhook body, key for key in the order BailingHub business systems read it, within the
+    webhook budget (``approval.webhook_body``, 64 KiB of compact JSON — what a business system's
+    approval endpoint takes, the Demo Shop's included): the complete arguments when the whole body
+    fits, else without them (``args_omitted: true``, ``args_bytes``; the approver reads them in the
+    console), and if even that is too large, with the summary cut to fit (``summary_truncated``)."""
+    body = _notification_body(approval, channel, args_fit=True)
+    if compact_json_utf8_bytes(body) <= WEBHOOK_BODY_MAX_BYTES:
+        return body
+    body = _notification_body(approval, channel, args_fit=False)
+    over = compact_json_utf8_bytes(body) - WEBHOOK_BODY_MAX_BYTES
+    if over > 0 and approval.summary:
+        # The summary appears twice (body and intent), each JSON-escaped: cut it by what is over,
+        # measured in its escaped UTF-8 bytes, then check the whole again.
+        escaped = compact_json_utf8_bytes(approval.summary) - 2
+        keep = max(0, escaped - (over + 1) // 2 - 16)
+        summary = truncate_utf8(approval.summary, keep).rstrip() + "…"
+        body = _notification_body(approval, channel, args_fit=False, summary=summary)
+    return body
+
+
+def _notification_body(
+    approval: ToolApproval, channel: str, *, args_fit: bool, summary: str | None = None
+) -> dict[str, Any]:
     intent = dict(approval.intent)
-    args_fit = approval.args_bytes <= NOTIFY_ARGS_MAX_BYTES
     if not args_fit:
         intent.pop("args", None)
         intent["args_omitted"] = True
+    truncated = summary is not None
+    summary = approval.summary if summary is None else summary
+    if truncated:
+        intent["summary"] = summary
+        intent["summary_truncated"] = True
     if channel == PLAIN_WEBHOOK_TYPE:
         return {
             "kind": "tool_approval",
@@ -198,7 +225,7 @@ def approval_notification_body(approval: ToolApproval, channel: str) -> dict[str
             "reason": approval.reason,
             "args": js_stringify(approval.args) if args_fit else "",
             "intent": intent,
-            "message": approval.summary or f"Approve {approval.tool}?",
+            "message": summary or f"Approve {approval.tool}?",
         }
     body: dict[str, Any] = {
         "kind": "tool_approval_request",
@@ -225,8 +252,10 @@ def approval_notification_body(approval: ToolApproval, channel: str) -> dict[str
         body["args_omitted"] = True
         body["args_bytes"] = approval.args_bytes
     body["args_hash"] = approval.args_hash
-    if approval.summary:
-        body["summary"] = approval.summary
+    if summary:
+        body["summary"] = summary
+        if truncated:
+            body["summary_truncated"] = True
     body |= {
         "intent": intent,
         "decision_path": f"/approvals/{approval.pk}/decision",

@@ -88,7 +88,7 @@ def test_catalog_is_served_to_signed_requests_only(chaos_business):
     assert chaos_business.rejected() == 2
 
 
-def test_catalog_compiles_to_the_six_tools_without_warnings(chaos_business):
+def test_catalog_compiles_to_every_tool_without_warnings(chaos_business):
     spec = chaos_business.spec
     assert spec["openapi"] == "3.1.0"
     result = compile_spec(spec, provider="chaos")
@@ -103,12 +103,13 @@ def test_catalog_compiles_to_the_six_tools_without_warnings(chaos_business):
         assert (tool.method, tool.readonly, tool.scope) == (
             ("GET", True, "chaos.read") if readonly else ("POST", False, "chaos.write")
         )
-        assert tool.timeout_ms == (10_000 if name == "chaos_slow_ok" else 1500)
+        assert tool.timeout_ms == (10_000 if name in ("chaos_slow_ok", "chaos_bulk_ok") else 1500)
     for item in spec["paths"].values():
         for operation in item.values():
             validator.validate(operation["x-agent-capability"])
     assert tools["chaos_slow_ok"].input_schema["required"] == ["delay_ms"]
     assert tools["chaos_read"].param_locations == {"mode": "query"}
+    assert tools["chaos_bulk_ok"].approval.required is True
 
 
 # --- gates ----------------------------------------------------------------------------------------

@@ -58,10 +58,23 @@ def test_defaults_are_the_upstream_ones():
         "spec_access_policy": "signed_required",
         "timeout_ms": 10000,
         "rate_limit_per_min": 120,
+        # The hub's own addition (the provider bulkhead): unset means BAILING_PROVIDER_MAX_CONCURRENT_CALLS.
+        "max_concurrent_calls": None,
         "auto_refresh_min": 0,
         "secret_env": None,
         "secret_file": None,
     }
+
+
+@pytest.mark.parametrize(("value", "ok"), [(1, True), (256, True), (0, False), (257, False), ("2", False)])
+def test_max_concurrent_calls_is_a_bounded_integer(value, ok):
+    data = {"name": "shop", "base_url": "https://shop.example.com", "max_concurrent_calls": value}
+    if ok:
+        assert validate_tool_provider_config(data, path="p")["max_concurrent_calls"] == value
+    else:
+        with pytest.raises(ConfigError) as info:
+            validate_tool_provider_config(data, path="p")
+        assert info.value.path == "p.max_concurrent_calls"
 
 
 def test_every_field_is_read():

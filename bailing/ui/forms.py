@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC
+from typing import Any
 
 from django import forms
 from django.db.models import QuerySet
@@ -56,3 +57,13 @@ def filter_by_form(queryset: QuerySet, form: forms.Form, lookups: Mapping[str, s
         if value not in (None, ""):
             queryset = queryset.filter(**{lookup: value})
     return queryset
+
+
+def form_filters(form: forms.Form) -> dict[str, Any]:
+    """The filled values of a filter ``form``, by field name, for a selector's ``filters``: nothing
+    when the form is unbound. Fields that failed to parse are left out (the form shows their errors);
+    the others still apply."""
+    if not form.is_bound:
+        return {}
+    form.is_valid()
+    return {name: value for name, value in form.cleaned_data.items() if value not in (None, "")}

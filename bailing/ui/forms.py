@@ -8,12 +8,10 @@ that the config file would reject, or the other way round.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import UTC
 from typing import Any
 
 from django import forms
-from django.db.models import QuerySet
 
 _SPLIT = re.compile(r"[\s,]+")
 
@@ -42,21 +40,6 @@ class EnabledForm(forms.Form):
     enabled = forms.TypedChoiceField(
         choices=[("true", "enable"), ("false", "disable")], coerce=lambda v: v == "true"
     )
-
-
-def filter_by_form(queryset: QuerySet, form: forms.Form, lookups: Mapping[str, str]) -> QuerySet:
-    """Narrow ``queryset`` by a bound filter ``form``: each filled field ``name`` as ``lookups[name]``.
-
-    Fields that failed to parse are not applied (the form shows their errors); the others still are.
-    """
-    if not form.is_bound:
-        return queryset
-    form.is_valid()
-    for name, lookup in lookups.items():
-        value = form.cleaned_data.get(name)
-        if value not in (None, ""):
-            queryset = queryset.filter(**{lookup: value})
-    return queryset
 
 
 def form_filters(form: forms.Form) -> dict[str, Any]:

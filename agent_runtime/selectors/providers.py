@@ -30,7 +30,7 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from agent_runtime.config import route_effective
 from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.selectors.catalog import Catalog, load_providers, route_catalog, tool_name_sort_key
-from agent_runtime.selectors.workspace_overview import Capped
+from agent_runtime.selectors.workspace_overview import Capped, capped
 from bailing.db.queries import filter_by
 
 HEALTH_LIMIT = 12
@@ -64,10 +64,7 @@ def providers_health(*, limit: int = HEALTH_LIMIT) -> Capped:
         .annotate(attention=attention, authz_status=authz, access_status=access)
         .order_by("attention", "name")
     )
-    rows = list(queryset[: limit + 1])
-    if len(rows) <= limit:
-        return Capped(rows, len(rows))
-    return Capped(rows[:limit], ToolProvider.objects.count())
+    return capped(queryset, limit, counted=ToolProvider.objects.all())
 
 
 # --- provider pages -------------------------------------------------------------------------------------

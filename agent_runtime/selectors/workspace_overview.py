@@ -34,13 +34,14 @@ class Capped:
         return self.total - len(self.rows)
 
 
-def capped(queryset: QuerySet, limit: int) -> Capped:
+def capped(queryset: QuerySet, limit: int, *, counted: QuerySet | None = None) -> Capped:
     """The first ``limit`` rows of ``queryset`` with its total: one query, and a count only when
-    there are more."""
+    there are more. ``counted`` is the same rows without what only the shown ones need (annotations,
+    joins), when counting those is cheaper."""
     rows = list(queryset[: limit + 1])
     if len(rows) <= limit:
         return Capped(rows, len(rows))
-    return Capped(rows[:limit], queryset.count())
+    return Capped(rows[:limit], (queryset if counted is None else counted).count())
 
 
 def route_list() -> QuerySet[Route]:
@@ -93,10 +94,7 @@ def route_sessions_active(route_key: str, *, limit: int = RECENT_LIMIT) -> Cappe
 def route_conversations_recent(route: Route, *, limit: int = RECENT_LIMIT) -> Capped:
     """The route's conversations with turn count, last turn and last status, newest activity first
     (the console's conversation list annotations, in one query)."""
-    queryset = conversations_with_activity(
-        AgentConversation.objects.filter(route=route).select_related("client")
+    conversations = AgentConversation.objects.filter(route=route)
+    return capped(
+        conversations_with_activity(conversations.select_related("client")), limit, counted=conversations
     )
-    rows = list(queryset[: limit + 1])
-    if len(rows) <= limit:
-        return Capped(rows, len(rows))
-    return Capped(rows[:limit], AgentConversation.objects.filter(route=route).count())

@@ -21,7 +21,7 @@ def knowledge_base_writable_for_client(*, kb_id: str, client: Client) -> Knowled
 
     A segment outside the kb_id pattern (a NUL byte would be a database error) names no base.
     """
-    kb = KnowledgeBase.objects.filter(kb_id=kb_id).first() if KB_ID_RE.fullmatch(kb_id) else None
+    kb = knowledge_base_get(kb_id=kb_id)
     if kb is None:
         raise NotFound("Unknown knowledge base.")
     if not kb.writers.filter(pk=client.pk).exists():

@@ -1,11 +1,24 @@
-"""Reads of the operators' app: the approvals inbox, tool-call traces and their counts."""
+"""Reads of the operators' app: the approvals inbox, tool-call traces, the audit history and their
+counts. Nothing here writes; the console checks the model permissions before it calls these."""
 
 from __future__ import annotations
 
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
 
-from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+
+from agent_runtime.models import (
+    AgentSession,
+    ApprovalNotification,
+    ToolApproval,
+    ToolCallJournal,
+    ToolInvocation,
+)
 from bailing.audit.models import AuditEvent
+from bailing.db.queries import filter_by
 
 
 def approvals_pending_count() -> int:
@@ -22,16 +35,47 @@ def approvals_pending_oldest(limit: int) -> list[ToolApproval]:
     )
 
 
-def approvals_inbox() -> QuerySet[ToolApproval]:
-    """Every approval, pending first, newest first within each group."""
+def approvals_inbox(*, filters: Mapping[str, Any] | None = None) -> QuerySet[ToolApproval]:
+    """Approvals, pending first, newest first within each group. ``filters``: ``status``, ``route``
+    (route key) and ``tool``."""
     pending_first = Case(
         When(status=ToolApproval.Status.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField()
     )
-    return (
+    return filter_by(
         ToolApproval.objects.select_related("invocation__client", "invocation__session")
         .annotate(pending_first=pending_first)
-        .order_by("pending_first", "-created_at", "-id")
+        .order_by("pending_first", "-created_at", "-id"),
+        filters,
+        {"status": "status", "route": "route_key", "tool": "tool"},
     )
+
+
+def approval_status_counts() -> dict[str, int]:
+    """How many approvals are in each status (every status, zero included), in one query."""
+    counts = {status: 0 for status in ToolApproval.Status.values}
+    counts.update(
+        ToolApproval.objects.order_by().values("status").annotate(n=Count("pk")).values_list("status", "n")
+    )
+    return counts
+
+
+def approval_get(*, approval_id: int) -> ToolApproval | None:
+    """One approval with its invocation's client, agent session and run."""
+    return (
+        ToolApproval.objects.select_related("invocation__client", "invocation__session", "invocation__run")
+        .filter(pk=approval_id)
+        .first()
+    )
+
+
+def approval_notifications(*, approval: ToolApproval) -> list[ApprovalNotification]:
+    """The approval's notifications, oldest first."""
+    return list(approval.notifications.order_by("created_at", "id"))
+
+
+def approval_notification_get(*, approval_id: int, notification_id: int) -> ApprovalNotification | None:
+    """One notification of the approval ``approval_id`` (None when it belongs to another one)."""
+    return ApprovalNotification.objects.filter(pk=notification_id, approval_id=approval_id).first()
 
 
 def invocations_unresolved_count() -> int:
@@ -43,9 +87,22 @@ def invocations_unresolved_count() -> int:
     )
 
 
-def invocations_list() -> QuerySet[ToolInvocation]:
-    return ToolInvocation.objects.select_related("client", "journal", "approval").order_by(
-        "-created_at", "-id"
+def invocations_list(*, filters: Mapping[str, Any] | None = None) -> QuerySet[ToolInvocation]:
+    """Tool calls with their client, journal and approval, newest first. ``filters``: ``state``,
+    ``route`` (route key), ``tool``, ``session`` and ``run`` (ids)."""
+    return filter_by(
+        ToolInvocation.objects.select_related("client", "journal", "approval").order_by("-created_at", "-id"),
+        filters,
+        {"state": "status", "route": "route_key", "tool": "tool", "session": "session_id", "run": "run_id"},
+    )
+
+
+def invocation_get(*, job_id: uuid.UUID) -> ToolInvocation | None:
+    """One tool call with its client, agent session, run, journal and approval (its trace page)."""
+    return (
+        ToolInvocation.objects.select_related("client", "session", "run", "journal", "approval")
+        .filter(job_id=job_id)
+        .first()
     )
 
 
@@ -56,3 +113,66 @@ def invocation_trace_events(invocation: ToolInvocation) -> QuerySet[AuditEvent]:
     if approval_id is not None:
         events = events | AuditEvent.objects.filter(target_type="tool_approval", target_id=str(approval_id))
     return events.order_by("id")
+
+
+# --- audit history --------------------------------------------------------------------------------------
+AUDIT_FILTERS = {
+    "actor": "actor",
+    "action": "action__startswith",
+    "session": "session_id",
+    "route": "route_key",
+    "since": "created_at__gte",
+    "until": "created_at__lte",
+}
+
+
+def audit_event_list(*, filters: Mapping[str, Any] | None = None) -> QuerySet[AuditEvent]:
+    """Audit events, newest first. ``filters``: ``actor``, ``action`` (prefix), ``session``,
+    ``route``, ``since`` / ``until`` (times) and ``client`` (App ID): the same client the console's
+    Client column shows (:func:`audit_event_clients`), so following its link lists every row that
+    showed it."""
+    filters = filters or {}
+    queryset = filter_by(AuditEvent.objects.order_by("-id"), filters, AUDIT_FILTERS)
+    app_id = filters.get("client")
+    if app_id:
+        queryset = queryset.filter(
+            Q(client_app_id=app_id)
+            | Q(client_app_id="", target_type="client", target_id=app_id)
+            | Q(
+                client_app_id="",
+                session_id__in=AgentSession.objects.filter(client__app_id=app_id).values("id"),
+            )
+        )
+    return queryset
+
+
+def audit_event_get(*, event_id: int) -> AuditEvent | None:
+    return AuditEvent.objects.filter(pk=event_id).first()
+
+
+def audit_event_clients(events: Iterable[AuditEvent]) -> dict[int, str]:
+    """Event id → the App ID of the client the event concerns, for every event that has one: its
+    recorded ``client_app_id``, else the client it targets, else the client of its agent session
+    (events written by a user or the system about a session name the session, not always its
+    client). The sessions of one page are read in one query."""
+    events = list(events)
+    session_ids = {event.session_id for event in events if event.session_id and not event.client_app_id}
+    session_clients = dict(
+        AgentSession.objects.filter(pk__in=session_ids).values_list("id", "client__app_id")
+        if session_ids
+        else []
+    )
+    found = {}
+    for event in events:
+        app_id = event.client_app_id
+        if not app_id and event.target_type == "client":
+            app_id = event.target_id
+        if not app_id and event.session_id:
+            app_id = session_clients.get(event.session_id, "")
+        if app_id:
+            found[event.id] = app_id
+    return found
+
+
+def audit_events_since_count(*, since: datetime) -> int:
+    return AuditEvent.objects.filter(created_at__gte=since).count()

@@ -16,6 +16,9 @@ layers, bottom to top (``docs/architecture.md``):
 Two programs ride along outside the hub: ``demo_business`` (a business system: it may use only the
 stdlib-only contract module ``bailing.signing``) and ``agent_client`` (the reference agent: it
 imports nothing of the hub). Only the shell may start the demo business system.
+
+Console modules also read the database only through selectors: the guard at the end of this file
+reads them the same way and fails on a query written in a view.
 """
 
 from __future__ import annotations
@@ -255,3 +258,198 @@ def test_layer_map_covers_every_package():
         counts[layer_of(name)] += 1
     assert None not in counts
     assert counts["shell"] > 0 and counts["bailing"] > 0
+
+
+# --- console pages read through selectors ---------------------------------------------------------------
+# A console module parses the request, checks permissions, calls selectors (reads) and services
+# (writes) and builds the template context (docs/architecture.md "Services and selectors"). It
+# never builds a query itself: a read written in a view is a read whose related loading, visibility
+# and query count nobody else can reuse or pin. Every console module is read as text (``ast``).
+CONSOLE_MODULE_GLOBS = ("*/console/*.py", "bailing/shell/console/*.py")
+# Any reference to a model's manager starts a query outside the selectors.
+MANAGER_ATTRIBUTES = frozenset({"objects", "_default_manager", "_base_manager"})
+ORM_SHORTCUTS = frozenset({"get_object_or_404", "get_list_or_404"})
+# SQL past the ORM (``connection.cursor()``) is database access all the same.
+RAW_SQL_METHODS = frozenset({"cursor"})
+# Methods only a queryset (or a manager) has: called on anything, they build or run a query. Names a
+# dict, a str or a set also has (``get``, ``count``, ``values``, ``union`` …) are in QUERYSET_METHODS
+# and count only on a manager (``.objects``, a related manager).
+QUERY_BUILDERS = frozenset(
+    {
+        "filter",
+        "exclude",
+        "annotate",
+        "alias",
+        "aggregate",
+        "order_by",
+        "select_related",
+        "prefetch_related",
+        "values_list",
+        "only",
+        "defer",
+        "in_bulk",
+        "select_for_update",
+        "latest",
+        "earliest",
+        "get_or_create",
+        "update_or_create",
+        "bulk_create",
+    }
+)
+QUERYSET_METHODS = QUERY_BUILDERS | {
+    "all",
+    "get",
+    "count",
+    "exists",
+    "first",
+    "last",
+    "values",
+    "iterator",
+    "distinct",
+    "none",
+    "create",
+    "update",
+    "delete",
+}
+# Query expressions (Q, Count, Exists, KeyTransform …) are query building too: they belong with the
+# selector that runs them.
+QUERY_MODULES = ("django.db.models",)
+
+# (module path, what the finding names) → why that one is fine. Keep this list short and specific.
+CONSOLE_READ_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("bailing/shell/console/login.py", "raw SQL connection.cursor()"): (
+        "not a read: the transaction-scoped advisory lock per IP address that makes the throttle's"
+        " count (a selector) and the sign-in's audit event exact under parallel attempts; it is"
+        " taken inside the sign-in's own transaction, which Django's LoginView runs in the view"
+    ),
+}
+
+
+def console_modules() -> list[Path]:
+    paths = {path for pattern in CONSOLE_MODULE_GLOBS for path in ROOT.glob(pattern)}
+    return sorted(path for path in paths if path.relative_to(ROOT).parts[0] in PACKAGES)
+
+
+def related_manager_names() -> frozenset[str]:
+    """The accessor of every many-valued relation of every installed model (reverse foreign keys and
+    both sides of many-to-many: ``client.agent_sessions``, ``kb.writers``, ``user.groups`` …)."""
+    from django.apps import apps
+
+    names = set()
+    for model in apps.get_models():
+        for field in model._meta.get_fields():
+            if not (field.one_to_many or field.many_to_many):
+                continue
+            name = field.get_accessor_name() if field.auto_created and not field.concrete else field.name
+            if name:
+                names.add(name)
+    return frozenset(names)
+
+
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of names and attributes (calls and subscripts shown as ``()`` / ``[]``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return f"{_dotted(node.func)}()"
+    if isinstance(node, ast.Subscript):
+        return f"{_dotted(node.value)}[]"
+    return "…"
+
+
+def orm_reads(source: str, *, managers: frozenset[str]) -> list[tuple[int, str]]:
+    """(line, what) of every ORM read in ``source``: a manager reference, a Django ORM shortcut, a
+    queryset-only method on any receiver, a queryset method on a related manager, a query expression
+    imported from ``django.db.models``, or a generic view's ``model =`` (which reads the default
+    manager)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in MANAGER_ATTRIBUTES:
+            found.append((node.lineno, f"manager {_dotted(node)}"))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ORM_SHORTCUTS:
+                found.append((node.lineno, f"shortcut {name}"))
+            elif isinstance(func, ast.Attribute) and name in RAW_SQL_METHODS:
+                found.append((node.lineno, f"raw SQL {_dotted(func)}()"))
+            elif isinstance(func, ast.Attribute) and name in QUERY_BUILDERS:
+                found.append((node.lineno, f"query {_dotted(func)}()"))
+            elif (
+                isinstance(func, ast.Attribute)
+                and name in QUERYSET_METHODS
+                and isinstance(func.value, ast.Attribute)
+                and func.value.attr in managers
+            ):
+                found.append((node.lineno, f"related manager {_dotted(func)}()"))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if any(node.module == m or node.module.startswith(m + ".") for m in QUERY_MODULES):
+                found.append((node.lineno, f"import from {node.module}"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if any(alias.name == m or alias.name.startswith(m + ".") for m in QUERY_MODULES):
+                    found.append((node.lineno, f"import {alias.name}"))
+        elif isinstance(node, ast.ClassDef) and node.name != "Meta":
+            for statement in node.body:
+                targets = statement.targets if isinstance(statement, ast.Assign) else []
+                if any(isinstance(target, ast.Name) and target.id == "model" for target in targets):
+                    found.append((statement.lineno, f"generic view {node.name}.model"))
+    return sorted(found)
+
+
+def test_console_modules_read_only_through_selectors():
+    managers = related_manager_names()
+    problems = []
+    seen_exceptions = set()
+    for path in console_modules():
+        relative = path.relative_to(ROOT).as_posix()
+        for line, what in orm_reads(path.read_text(encoding="utf-8"), managers=managers):
+            if (relative, what) in CONSOLE_READ_EXCEPTIONS:
+                seen_exceptions.add((relative, what))
+                continue
+            problems.append(f"{relative}:{line}: {what}")
+    assert problems == []
+    # An exception that no longer matches anything is removed, so the list stays true.
+    assert set(CONSOLE_READ_EXCEPTIONS) == seen_exceptions
+
+
+def test_the_console_read_guard_sees_every_kind_of_read():
+    source = (
+        "from django.db.models import Count\n"
+        "from django.shortcuts import get_object_or_404\n"
+        "from django.views.generic import DetailView\n"
+        "class V(DetailView):\n    model = Client\n"
+        "def f(client, queryset, form, request):\n"
+        "    Client.objects.order_by('app_id')\n"
+        "    get_object_or_404(Client, pk=1)\n"
+        "    client.agent_sessions.count()\n"
+        "    queryset.filter(enabled=True)\n"
+        "    form.cleaned_data.get('status')\n"
+        "    request.GET.get('page')\n"
+        "    (client.allowed_routes or []).count('x')\n"
+        "    connection.cursor()\n"
+    )
+    whats = [what for _, what in orm_reads(source, managers=frozenset({"agent_sessions"}))]
+    assert whats == [
+        "import from django.db.models",
+        "generic view V.model",
+        "manager Client.objects",
+        "query Client.objects.order_by()",
+        "shortcut get_object_or_404",
+        "related manager client.agent_sessions.count()",
+        "query queryset.filter()",
+        "raw SQL connection.cursor()",
+    ]
+
+
+def test_console_modules_are_found():
+    names = {path.relative_to(ROOT).as_posix() for path in console_modules()}
+    assert {
+        "agent_runtime/console/clients.py",
+        "knowledge/console/views.py",
+        "approvals/console/approvals.py",
+        "bailing/shell/console/users.py",
+        "bailing/shell/console/dashboard.py",
+    } <= names

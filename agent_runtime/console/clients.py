@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.functional import cached_property
 from django.views import View
@@ -16,6 +16,12 @@ from agent_runtime.console.forms import ClientCreateForm, ClientEditForm
 from agent_runtime.console.sessions import session_table
 from agent_runtime.errors import ClientExists
 from agent_runtime.models import Client
+from agent_runtime.selectors.clients import (
+    client_get,
+    client_list,
+    client_sessions_not_revoked_count,
+    client_sessions_recent,
+)
 from agent_runtime.services.clients import client_create, client_set_enabled, client_token_rotate
 from agent_runtime.services.config_apply import client_upsert
 from bailing.audit.actor import Actor
@@ -23,7 +29,7 @@ from bailing.ui import tables
 from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.forms import EnabledForm
 from bailing.ui.mixins import ConsoleView
-from bailing.ui.pages import PAGE_SIZE, error_page
+from bailing.ui.pages import PAGE_SIZE, error_page, or_404
 
 
 def consent_kinds(client: Client) -> list[str]:
@@ -44,7 +50,7 @@ class ClientListView(ConsoleView, ListView):
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
-        return Client.objects.order_by("app_id")
+        return client_list()
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -72,21 +78,19 @@ class ClientListView(ConsoleView, ListView):
 class ClientDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_client"
     template_name = "agent_runtime/client_detail.html"
-    slug_field = "app_id"
-    slug_url_kwarg = "app_id"
     context_object_name = "client"
-    queryset = Client.objects.all()
     recent_sessions = 20
+
+    def get_object(self, queryset=None):
+        return or_404(client_get(app_id=self.kwargs["app_id"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         client = self.object
-        sessions = list(
-            client.agent_sessions.select_related("client").order_by("-created_at")[: self.recent_sessions]
-        )
+        sessions = client_sessions_recent(client=client, limit=self.recent_sessions)
         context["consent_kinds"] = consent_kinds(client)
-        context["sessions_table"] = session_table(sessions, show_client=False)
-        context["sessions_total"] = client.agent_sessions.count()
+        context["sessions_table"] = session_table(sessions.rows, show_client=False)
+        context["sessions_total"] = sessions.total
         context["sessions_url"] = reverse("console:session_list") + "?" + urlencode({"client": client.app_id})
         context["can_change"] = self.request.user.has_perm("agent_runtime.change_client")
         return context
@@ -133,7 +137,7 @@ class ClientEditView(ConsoleView, FormView):
     def client(self) -> Client:
         # Looked up on first use, after the permission check (an anonymous visitor is sent to the
         # login page, never told whether the client exists).
-        return get_object_or_404(Client, app_id=self.kwargs["app_id"])
+        return or_404(client_get(app_id=self.kwargs["app_id"]))
 
     def get_form_kwargs(self):
         return {**super().get_form_kwargs(), "client": self.client}
@@ -178,12 +182,12 @@ class ClientSetEnabledView(ConsoleView, View):
     http_method_names = ["get", "post"]
 
     def get(self, request, app_id):
-        client = get_object_or_404(Client, app_id=app_id)
+        client = or_404(client_get(app_id=app_id))
         detail_url = reverse("console:client_detail", args=[client.app_id])
         if not client.enabled:
             messages.info(request, f"Client {client.app_id} is already disabled; nothing to do.")
             return redirect(detail_url)
-        active = client.agent_sessions.filter(revoked_at__isnull=True).count()
+        active = client_sessions_not_revoked_count(client=client)
         return confirm_page(
             request,
             Confirmation(
@@ -205,7 +209,7 @@ class ClientSetEnabledView(ConsoleView, View):
         )
 
     def post(self, request, app_id):
-        client = get_object_or_404(Client, app_id=app_id)
+        client = or_404(client_get(app_id=app_id))
         form = EnabledForm(request.POST)
         if not form.is_valid():
             return error_page(
@@ -228,7 +232,7 @@ class ClientTokenRotateView(ConsoleView, View):
     http_method_names = ["get", "post"]
 
     def get(self, request, app_id):
-        client = get_object_or_404(Client, app_id=app_id)
+        client = or_404(client_get(app_id=app_id))
         consequences = [
             "A new Client Token is issued and shown once, on the next page: "
             "copy it into the business system.",
@@ -254,7 +258,7 @@ class ClientTokenRotateView(ConsoleView, View):
         )
 
     def post(self, request, app_id):
-        client = get_object_or_404(Client, app_id=app_id)
+        client = or_404(client_get(app_id=app_id))
         if not is_confirmed(request):
             return not_confirmed(request)
         token = client_token_rotate(client=client, actor=Actor.user(request.user))

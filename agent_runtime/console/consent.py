@@ -19,6 +19,7 @@ from django.views import View
 from agent_runtime.console.forms import ConsentForm
 from agent_runtime.errors import AuthorizationExpired, InvalidState
 from agent_runtime.models import AgentAuthorization
+from agent_runtime.selectors.principals import user_principal
 from agent_runtime.services.agent_auth.authorizations import (
     authorization_approve,
     authorization_deny,
@@ -123,11 +124,6 @@ def offered_routes(authorization: AgentAuthorization) -> list[str]:
     return [route for route in authorization.requested_routes if client.allows_route(route)]
 
 
-def _principal(user) -> dict:
-    """The signed-in user as the agent's principal: they can grant no more than they are."""
-    return {"id": user.get_username(), "roles": sorted(user.groups.values_list("name", flat=True))}
-
-
 def redirect_problem(authorization: AgentAuthorization, redirect_uri: str) -> str | None:
     """Why the page must not send the browser to ``redirect_uri`` (the decision's redirect), or None."""
     if authorization.oauth_client_id is not None:
@@ -153,7 +149,7 @@ class ConsentView(ConsoleView, View):
     http_method_names = ["get", "post"]
 
     def _render(self, request, authorization, form, status=200):
-        principal = _principal(request.user)
+        principal = user_principal(user=request.user)
         context = {
             "authorization": authorization,
             "client": authorization.client,
@@ -196,7 +192,7 @@ class ConsentView(ConsoleView, View):
                 redirect_uri = authorization_approve(
                     authorization_id=authorization.id,
                     client=None,
-                    principal=_principal(user),
+                    principal=user_principal(user=user),
                     on_behalf_of=user.get_username(),
                     allowed_routes=form.cleaned_data["routes"],
                     approved_by=user,

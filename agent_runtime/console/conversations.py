@@ -23,16 +23,21 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, OuterRef
 from django.urls import reverse
 from django.views.generic import DetailView, ListView
 
-from agent_runtime.models import AgentConversation, AgentRun, Client, Route, ToolInvocation
-from agent_runtime.selectors.conversations import conversation_list
+from agent_runtime.console.forms import ClientRouteFilterForm
+from agent_runtime.models import AgentConversation, AgentRun
+from agent_runtime.selectors.conversations import (
+    conversation_get,
+    conversation_list,
+    conversation_turns,
+    runs_tool_call_counts,
+)
 from bailing.ui import tables
-from bailing.ui.forms import filter_by_form
+from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
-from bailing.ui.pages import PAGE_SIZE
+from bailing.ui.pages import PAGE_SIZE, or_404
 
 PERMISSIONS = ("agent_runtime.view_agentconversation", "agent_runtime.view_agentrun")
 
@@ -77,20 +82,11 @@ def status_badge(status: str | None) -> tables.Cell:
 # --- list -----------------------------------------------------------------------------------------------
 
 
-class ConversationFilterForm(forms.Form):
-    client = forms.ChoiceField(required=False)
+class ConversationFilterForm(ClientRouteFilterForm):
     session = forms.UUIDField(required=False, label="Session ID")
-    route = forms.ChoiceField(required=False, label="Workspace")
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES, label="Has a run that is")
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["client"].choices = [("", "any client")] + [
-            (app_id, app_id) for app_id in Client.objects.order_by("app_id").values_list("app_id", flat=True)
-        ]
-        self.fields["route"].choices = [("", "any workspace")] + [
-            (key, key) for key in Route.objects.order_by("route_key").values_list("route_key", flat=True)
-        ]
+    field_order = ["client", "session", "route", "status"]
 
 
 def conversation_cells(conversation: AgentConversation) -> list[tables.Cell]:
@@ -152,17 +148,7 @@ class ConversationListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = ConversationFilterForm(self.request.GET or None)
-        queryset = filter_by_form(
-            conversation_list(),
-            self.filter_form,
-            {"client": "client__app_id", "session": "session_id", "route": "route__route_key"},
-        )
-        data = self.filter_form.cleaned_data if self.filter_form.is_bound else {}
-        if data.get("status"):
-            # EXISTS rather than a join: a join would multiply rows and skew the turn counts.
-            runs = AgentRun.objects.filter(conversation=OuterRef("pk"), status=data["status"])
-            queryset = queryset.filter(Exists(runs))
-        return queryset
+        return conversation_list(filters=form_filters(self.filter_form))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -312,50 +298,22 @@ class TurnView:
         )
 
 
-# Only what a turn view reads; the hashes never leave the database for this page.
-TURN_FIELDS = (
-    "run_id",
-    "status",
-    "client_turn_id",
-    "user_message_id",
-    "user_input",
-    "context_body",
-    "created_at",
-    "context_ready_at",
-    "assistant_message_id",
-    "final_content",
-    "model",
-    "runtime",
-    "usage",
-    "completed_at",
-)
-
-
 class ConversationDetailView(ConsoleView, DetailView):
     permission_required = PERMISSIONS
     http_method_names = READ_ONLY
     template_name = "agent_runtime/conversation_detail.html"
     context_object_name = "conversation"
-    pk_url_kwarg = "conversation_id"
-    queryset = AgentConversation.objects.select_related("client", "route", "session")
+
+    def get_object(self, queryset=None):
+        return or_404(conversation_get(conversation_id=self.kwargs["conversation_id"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         conversation = self.object
-        runs = (
-            AgentRun.objects.filter(conversation=conversation)
-            .only(*TURN_FIELDS)
-            .order_by("created_at", "run_id")
-        )
-        paginator = Paginator(runs, PAGE_SIZE)
+        paginator = Paginator(conversation_turns(conversation=conversation), PAGE_SIZE)
         page = paginator.get_page(self.request.GET.get("page"))
         first = page.start_index()
-        calls = dict(
-            ToolInvocation.objects.filter(run__in=[run.run_id for run in page])
-            .values("run")
-            .annotate(count=Count("pk"))
-            .values_list("run", "count")
-        )
+        calls = runs_tool_call_counts(run_ids=[run.run_id for run in page])
         context["turns"] = [
             TurnView.of(run, number=first + offset, tool_calls=calls.get(run.run_id, 0))
             for offset, run in enumerate(page)

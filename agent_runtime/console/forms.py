@@ -6,7 +6,9 @@ import re
 
 from django import forms
 
-from agent_runtime.models import Client, Route
+from agent_runtime.models import Client
+from agent_runtime.selectors.clients import client_app_ids
+from agent_runtime.selectors.workspace_overview import route_keys
 from bailing.ui.forms import split_list
 
 _CONFIG_PATH_FIELD = re.compile(r"^client\.([a-z_]+)")
@@ -109,21 +111,27 @@ class ClientEditForm(ClientCreateForm):
         return config
 
 
-class SessionFilterForm(forms.Form):
-    STATES = [("", "any state"), ("active", "active"), ("expired", "expired"), ("revoked", "revoked")]
+class ClientRouteFilterForm(forms.Form):
+    """A list filter by client and workspace, choosing among those that exist (the session and
+    conversation lists)."""
 
     client = forms.ChoiceField(required=False)
-    state = forms.ChoiceField(required=False, choices=STATES)
     route = forms.ChoiceField(required=False, label="Workspace")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["client"].choices = [("", "any client")] + [
-            (app_id, app_id) for app_id in Client.objects.order_by("app_id").values_list("app_id", flat=True)
+            (app_id, app_id) for app_id in client_app_ids()
         ]
-        self.fields["route"].choices = [("", "any workspace")] + [
-            (key, key) for key in Route.objects.order_by("route_key").values_list("route_key", flat=True)
-        ]
+        self.fields["route"].choices = [("", "any workspace")] + [(key, key) for key in route_keys()]
+
+
+class SessionFilterForm(ClientRouteFilterForm):
+    STATES = [("", "any state"), ("active", "active"), ("expired", "expired"), ("revoked", "revoked")]
+
+    state = forms.ChoiceField(required=False, choices=STATES)
+
+    field_order = ["client", "state", "route"]
 
 
 class ConsentForm(forms.Form):

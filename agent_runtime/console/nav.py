@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.urls import reverse
-from django.utils import timezone
 
 from agent_runtime.console.providers import (
     AUTHZ_PROBE_TONES,
@@ -11,8 +10,11 @@ from agent_runtime.console.providers import (
     probe_tone,
     refresh_error_code,
 )
-from agent_runtime.models import AgentSession, Client, Route, ToolProvider
+from agent_runtime.models import ToolProvider
+from agent_runtime.selectors.agent_sessions import session_counts
+from agent_runtime.selectors.clients import client_counts
 from agent_runtime.selectors.providers import providers_health
+from agent_runtime.selectors.workspace_overview import route_counts
 from bailing.ui import tables
 from bailing.ui.nav import Card, NavItem
 from bailing.ui.sections import Panel
@@ -31,29 +33,35 @@ def dashboard_cards(user) -> list[Card]:
     """Counts of clients, active sessions and workspaces, each for users who may open its page."""
     cards = []
     if user.has_perm("agent_runtime.view_client"):
-        enabled = Client.objects.filter(enabled=True).count()
+        clients = client_counts()
         cards.append(
-            Card(10, "Clients", Client.objects.count(), f"{enabled} enabled", reverse("console:client_list"))
+            Card(
+                10,
+                "Clients",
+                clients["total"],
+                f"{clients['enabled']} enabled",
+                reverse("console:client_list"),
+            )
         )
     if user.has_perm("agent_runtime.view_agentsession"):
-        active = AgentSession.objects.filter(revoked_at__isnull=True, refresh_expires_at__gt=timezone.now())
+        sessions = session_counts()
         cards.append(
             Card(
                 20,
                 "Active agent sessions",
-                active.count(),
-                f"{AgentSession.objects.count()} in total",
+                sessions["active"],
+                f"{sessions['total']} in total",
                 reverse("console:session_list") + "?state=active",
             )
         )
     if user.has_perm("agent_runtime.view_route"):
-        open_to_agents = Route.objects.filter(agent_client__enabled=True).count()
+        routes = route_counts()
         cards.append(
             Card(
                 30,
                 "Workspaces",
-                Route.objects.count(),
-                f"{open_to_agents} open to agents",
+                routes["total"],
+                f"{routes['open_to_agents']} open to agents",
                 reverse("console:workspace_list"),
             )
         )

@@ -4,8 +4,9 @@ the administrator's Refresh button.
 These pages show what the hub compiled and what agents get, never what it keeps to itself: the
 provider's HMAC secret (and anything derived from it) appears only as "set on <time>" / "no
 secret", and the raw spec is never rendered (operators read the compiled result instead). The
-provider queries defer ``secret_encrypted``, ``spec_json`` and ``spec_inline`` so neither the sealed
-secret nor a multi-megabyte spec is even loaded for a page.
+provider selectors (:mod:`agent_runtime.selectors.providers`) defer ``secret_encrypted``,
+``spec_json`` and ``spec_inline`` so neither the sealed secret nor a multi-megabyte spec is even
+loaded for a page.
 
 Per-workspace exposure comes from the catalog service itself (``route_catalog`` with no session,
 the route-level view), so this page can never disagree with what an agent of that workspace sees.
@@ -20,25 +21,25 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Func, IntegerField, Q
-from django.db.models.fields.json import KeyTransform
-from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.views import View
 from django.views.generic import DetailView, ListView
 
-from agent_runtime.config import route_effective
-from agent_runtime.models import ProviderTool, Route, ToolProvider
-from agent_runtime.selectors.catalog import load_providers, route_catalog, tool_name_sort_key
+from agent_runtime.models import ProviderTool, ToolProvider
+from agent_runtime.selectors.providers import (
+    provider_detail,
+    provider_get,
+    provider_list,
+    provider_route_catalogs,
+    provider_tool_get,
+    provider_tools,
+)
 from agent_runtime.services.providers import RefreshOutcome, provider_refresh
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.mixins import ConsoleView
-from bailing.ui.pages import PAGE_SIZE
-
-# Columns a provider page never needs: the sealed secret, and the (up to 5 MB) specs.
-HIDDEN_PROVIDER_FIELDS = ("secret_encrypted", "spec_json", "spec_inline")
+from bailing.ui.pages import PAGE_SIZE, or_404
 
 # Badge tones for this area's status words (the shared table only knows the generic ones).
 REFRESH_TONES = {"ok": "ok", "failed": "bad", "never": "off"}
@@ -179,32 +180,22 @@ def provider_exposure(provider_name: str) -> list[RouteExposure]:
 
     The catalog service decides (allow lists, ``agent_direct``, ``write_tools`` with the route
     permission, ``force_approval_tools``, name clashes between sources, provider enabled); this only
-    reads its answer. Two queries: the routes (JSONB containment on ``tools.sources``) and every
-    provider those routes name, with their tools.
+    reads its answer (:func:`agent_runtime.selectors.providers.provider_route_catalogs`, two queries).
     """
-    routes = list(
-        Route.objects.filter(tools__sources__contains=[{"provider": provider_name}]).order_by("route_key")
-    )
-    effectives = [route_effective(route) for route in routes]
-    names = {source["provider"] for effective in effectives for source in effective["tools"]["sources"]}
-    providers = load_providers(names)
-    result = []
-    for route, effective in zip(routes, effectives, strict=True):
-        catalog = route_catalog(route=route, identity=None, effective=effective, providers=providers)
-        result.append(
-            RouteExposure(
-                route_key=route.route_key,
-                enabled=route.enabled,
-                agent_direct=catalog.agent_direct,
-                permission=effective["permission"],
-                by_tool={
-                    tool.name: _exposure_word(tool.readonly, tool.forced_approval)
-                    for tool in catalog.tools
-                    if tool.provider == provider_name
-                },
-            )
+    return [
+        RouteExposure(
+            route_key=item.route.route_key,
+            enabled=item.route.enabled,
+            agent_direct=item.catalog.agent_direct,
+            permission=item.effective["permission"],
+            by_tool={
+                tool.name: _exposure_word(tool.readonly, tool.forced_approval)
+                for tool in item.catalog.tools
+                if tool.provider == provider_name
+            },
         )
-    return result
+        for item in provider_route_catalogs(provider_name=provider_name)
+    ]
 
 
 def exposure_cell(value: str) -> tables.Cell:
@@ -330,29 +321,13 @@ def routes_note(routes: list[RouteExposure]) -> list[str]:
 
 
 # --- views ------------------------------------------------------------------------------------------------
-def provider_queryset():
-    return ToolProvider.objects.defer(*HIDDEN_PROVIDER_FIELDS).annotate(
-        has_secret=ExpressionWrapper(~Q(secret_encrypted=""), output_field=BooleanField()),
-    )
-
-
 class ProviderListView(ConsoleView, ListView):
     permission_required = "agent_runtime.view_toolprovider"
     template_name = "agent_runtime/provider_list.html"
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
-        return (
-            provider_queryset()
-            .defer("compile_warnings")
-            .annotate(
-                tool_count=Count("tools"),
-                warning_count=Func(
-                    F("compile_warnings"), function="jsonb_array_length", output_field=IntegerField()
-                ),
-            )
-            .order_by("name")
-        )
+        return provider_list()
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -397,24 +372,15 @@ class ProviderListView(ConsoleView, ListView):
 class ProviderDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_toolprovider"
     template_name = "agent_runtime/provider_detail.html"
-    slug_field = "name"
-    slug_url_kwarg = "name"
     context_object_name = "provider"
 
-    def get_queryset(self):
-        return provider_queryset()
+    def get_object(self, queryset=None):
+        return or_404(provider_detail(name=self.kwargs["name"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         provider = self.object
-        # The approval declaration is read out of the compiled tool in SQL: the rest of ``compiled``
-        # (input schemas of up to 64 KiB each) is not needed for the table.
-        tools = list(
-            ProviderTool.objects.filter(provider=provider)
-            .only("name", "method", "path", "scope", "risk", "readonly", "idempotent", "warnings")
-            .annotate(approval_declared=KeyTransform("approval", "compiled"))
-        )
-        tools.sort(key=lambda tool: tool_name_sort_key(tool.name))
+        tools = provider_tools(provider=provider)
         routes = provider_exposure(provider.name)
         warnings = list(provider.compile_warnings or [])
         context.update(
@@ -448,15 +414,7 @@ class ProviderToolDetailView(ConsoleView, DetailView):
     context_object_name = "tool"
 
     def get_object(self, queryset=None):
-        provider = get_object_or_404(
-            ToolProvider.objects.only("id", "name", "enabled"), name=self.kwargs["name"]
-        )
-        try:
-            tool = ProviderTool.objects.get(provider=provider, name=self.kwargs["tool"])
-        except ProviderTool.DoesNotExist:
-            raise Http404("no such tool") from None
-        tool.provider = provider
-        return tool
+        return or_404(provider_tool_get(provider_name=self.kwargs["name"], tool_name=self.kwargs["tool"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -537,7 +495,7 @@ class ProviderRefreshView(ConsoleView, View):
     http_method_names = ["post"]
 
     def post(self, request, name):
-        provider = get_object_or_404(ToolProvider, name=name)
+        provider = or_404(provider_get(name=name))
         outcome = provider_refresh(provider=provider, actor=Actor.user(request.user))
         if outcome.ok:
             messages.success(request, f"Refreshed {provider.name}: {refresh_summary(outcome)}.")

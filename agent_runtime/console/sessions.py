@@ -5,31 +5,20 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.db.models import Q
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import redirect
 from django.urls import reverse
-from django.utils import timezone
 from django.views import View
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.console.forms import SessionFilterForm
-from agent_runtime.models import AgentSession
+from agent_runtime.selectors.agent_sessions import session_get, session_list
 from agent_runtime.services.agent_auth.sessions import session_revoke
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
-from bailing.ui.forms import filter_by_form
+from bailing.ui.forms import form_filters
 from bailing.ui.mixins import ConsoleView
-from bailing.ui.pages import PAGE_SIZE
-
-
-def session_state_q(state: str, *, now) -> Q:
-    """``AgentSession.state`` as SQL, so filtering and pagination happen in the database."""
-    if state == "revoked":
-        return Q(revoked_at__isnull=False)
-    if state == "expired":
-        return Q(revoked_at__isnull=True, refresh_expires_at__lte=now)
-    return Q(revoked_at__isnull=True, refresh_expires_at__gt=now)
+from bailing.ui.pages import PAGE_SIZE, or_404
 
 
 def session_table(sessions, *, show_client: bool = True) -> tables.Table:
@@ -75,18 +64,7 @@ class SessionListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = SessionFilterForm(self.request.GET or None)
-        queryset = filter_by_form(
-            AgentSession.objects.select_related("client").order_by("-created_at", "-id"),
-            self.filter_form,
-            {"client": "client__app_id"},
-        )
-        data = self.filter_form.cleaned_data if self.filter_form.is_bound else {}
-        if data.get("state"):
-            queryset = queryset.filter(session_state_q(data["state"], now=timezone.now()))
-        if data.get("route"):
-            # Sessions signed in to the workspace (JSONB containment on the session's routes).
-            queryset = queryset.filter(allowed_routes__contains=[data["route"]])
-        return queryset
+        return session_list(filters=form_filters(self.filter_form))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -99,8 +77,9 @@ class SessionDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_agentsession"
     template_name = "agent_runtime/session_detail.html"
     context_object_name = "agent_session"
-    pk_url_kwarg = "session_id"
-    queryset = AgentSession.objects.select_related("client", "oauth_client")
+
+    def get_object(self, queryset=None):
+        return or_404(session_get(session_id=self.kwargs["session_id"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -116,7 +95,7 @@ class SessionRevokeView(ConsoleView, View):
     http_method_names = ["get", "post"]
 
     def get(self, request, session_id):
-        session = get_object_or_404(AgentSession.objects.select_related("client"), pk=session_id)
+        session = or_404(session_get(session_id=session_id))
         detail_url = reverse("console:session_detail", args=[session.id])
         if session.state == "revoked":
             messages.info(request, "This session is already revoked; nothing to do.")
@@ -151,7 +130,7 @@ class SessionRevokeView(ConsoleView, View):
         )
 
     def post(self, request, session_id):
-        session = get_object_or_404(AgentSession, pk=session_id)
+        session = or_404(session_get(session_id=session_id))
         if not is_confirmed(request):
             return not_confirmed(request)
         revoked = session_revoke(session=session, actor=Actor.user(request.user), reason="admin")

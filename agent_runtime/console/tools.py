@@ -13,15 +13,15 @@ providers they name with their tools (one join), and the page of tools with its 
 from __future__ import annotations
 
 from django import forms
-from django.db.models import Q
-from django.db.models.fields.json import KeyTransform
 from django.urls import reverse
 from django.views.generic import ListView
 
 from agent_runtime.console.providers import RISK_TONES, approval_summary, tool_kind
-from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.selectors.catalog import route_catalogs
+from agent_runtime.selectors.providers import provider_names, provider_tool_list
+from agent_runtime.selectors.workspace_overview import route_list
 from bailing.ui import tables
+from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE
 
@@ -41,14 +41,8 @@ class ToolFilterForm(forms.Form):
 
     def __init__(self, *args, route_keys: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["provider"].choices = [("", "any provider")] + [
-            (name, name) for name in ToolProvider.objects.order_by("name").values_list("name", flat=True)
-        ]
+        self.fields["provider"].choices = [("", "any provider")] + [(name, name) for name in provider_names()]
         self.fields["route"].choices = [("", "any or none")] + [(key, key) for key in route_keys]
-
-
-def _always() -> Q:
-    return Q(risk="high") | Q(compiled__approval__required=True)
 
 
 class ToolListView(ConsoleView, ListView):
@@ -58,7 +52,7 @@ class ToolListView(ConsoleView, ListView):
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
-        routes = list(Route.objects.order_by("route_key"))
+        routes = list(route_list())
         self.catalogs = route_catalogs(routes)
         # tool id → route keys offering it; and per route, the ids it forces approval on.
         self.offered: dict[int, list[str]] = {}
@@ -66,52 +60,15 @@ class ToolListView(ConsoleView, ListView):
             for tool in catalog.tools:
                 self.offered.setdefault(tool.tool_id, []).append(route_key)
         self.filter_form = ToolFilterForm(self.request.GET or None, route_keys=[r.route_key for r in routes])
-        queryset = (
-            ProviderTool.objects.select_related("provider")
-            .only(
-                "id",
-                "name",
-                "method",
-                "path",
-                "scope",
-                "risk",
-                "readonly",
-                "idempotent",
-                "approval_required",
-                "provider__name",
-                "provider__enabled",
-            )
-            .annotate(approval_declared=KeyTransform("approval", "compiled"))
-            .order_by("provider__name", "name", "id")
-        )
-        self.route_key = ""
+        filters = form_filters(self.filter_form)
+        self.route_key = filters.get("route", "")
         self.forced_ids: set[int] = set()
-        if not self.filter_form.is_bound:
-            return queryset
-        self.filter_form.is_valid()
-        data = self.filter_form.cleaned_data
-        if data.get("route"):
-            self.route_key = data["route"]
+        offered = None
+        if self.route_key:
             catalog = self.catalogs[self.route_key]
-            queryset = queryset.filter(id__in=[tool.tool_id for tool in catalog.tools])
+            offered = [tool.tool_id for tool in catalog.tools]
             self.forced_ids = {tool.tool_id for tool in catalog.tools if tool.forced_approval}
-        if data.get("provider"):
-            queryset = queryset.filter(provider__name=data["provider"])
-        if data.get("risk"):
-            queryset = queryset.filter(risk=data["risk"])
-        if data.get("kind"):
-            queryset = queryset.filter(readonly=data["kind"] == "read")
-        if data.get("name"):
-            queryset = queryset.filter(name__icontains=data["name"])
-        approval = data.get("approval")
-        forced = Q(id__in=self.forced_ids)
-        if approval == "always":
-            queryset = queryset.filter(_always() | forced)
-        elif approval == "conditional":
-            queryset = queryset.filter(approval_required=True).exclude(_always() | forced)
-        elif approval == "never":
-            queryset = queryset.filter(approval_required=False).exclude(forced)
-        return queryset
+        return provider_tool_list(filters=filters, tool_ids=offered, forced_ids=self.forced_ids)
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

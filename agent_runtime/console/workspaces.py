@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.db.models.fields.json import KeyTransform
 from django.urls import reverse
 from django.views.generic import DetailView, ListView
 
@@ -20,20 +19,23 @@ from agent_runtime.config import route_effective
 from agent_runtime.console.conversations import activity_cells, conversation_cells
 from agent_runtime.console.providers import RISK_TONES, approval_summary
 from agent_runtime.console.sessions import session_table
-from agent_runtime.models import ProviderTool, Route
+from agent_runtime.models import Route
 from agent_runtime.ports import workspace_sections
 from agent_runtime.selectors.catalog import Catalog, route_catalog
+from agent_runtime.selectors.providers import provider_tools_by_id
 from agent_runtime.selectors.workspace_overview import (
     Capped,
     route_clients,
     route_conversations_recent,
+    route_get,
+    route_list,
     route_sessions_active,
 )
 from agent_runtime.selectors.workspaces import workspace_profile
 from bailing.api.errors import ApiError
 from bailing.ui import tables
 from bailing.ui.mixins import ConsoleView
-from bailing.ui.pages import PAGE_SIZE
+from bailing.ui.pages import PAGE_SIZE, or_404
 
 # The only part of a route's brain configuration that is ever shown (agents see it too); every
 # other key may hold model credentials or endpoints and is listed by name only.
@@ -55,7 +57,7 @@ class WorkspaceListView(ConsoleView, ListView):
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
-        return Route.objects.order_by("route_key")
+        return route_list()
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -101,14 +103,8 @@ def offered_tools_table(catalog: Catalog, effective: dict) -> tables.Table:
             "workspace permission."
         )
     table = tables.Table(["Tool", "Provider", "Kind", "Risk", "Approval"], empty=empty)
-    ids = [tool.tool_id for tool in catalog.tools]
     # The request line and approval rules of exactly the offered rows: one query, however many.
-    stored = {
-        row["id"]: row
-        for row in ProviderTool.objects.filter(id__in=ids)
-        .annotate(approval_declared=KeyTransform("approval", "compiled"))
-        .values("id", "method", "path", "approval_declared")
-    }
+    stored = provider_tools_by_id(tool_ids=[tool.tool_id for tool in catalog.tools])
     for tool in catalog.tools:
         row = stored.get(tool.tool_id, {})
         risk = str(tool.projection.get("risk") or "")
@@ -244,10 +240,10 @@ def knowledge_facts(knowledge: dict) -> list[tuple[str, str]]:
 class WorkspaceDetailView(ConsoleView, DetailView):
     permission_required = "agent_runtime.view_route"
     template_name = "agent_runtime/workspace_detail.html"
-    slug_field = "route_key"
-    slug_url_kwarg = "route_key"
     context_object_name = "route"
-    queryset = Route.objects.all()
+
+    def get_object(self, queryset=None):
+        return or_404(route_get(route_key=self.kwargs["route_key"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

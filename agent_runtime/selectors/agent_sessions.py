@@ -1,16 +1,23 @@
-"""Read-only lookups of agent sessions for the business backend that owns them.
+"""Read-only lookups of agent sessions: for the business backend that owns them, and for the console.
 
 A business system sees only its own client's authorizations and sessions: another client's
 authorization is the same 404 ``not_found`` as an unknown one, so ids cannot be probed across
-clients.
+clients. The console sees every session (its views check the model permissions first).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from agent_runtime.models import AgentAuthorization, AgentSession, Client
 from bailing.api.errors import NotFound
+from bailing.db.queries import filter_by
 
 
 def sessions_for_authorization(*, client: Client, authorization_id: uuid.UUID) -> list[AgentSession]:
@@ -26,4 +33,42 @@ def sessions_for_authorization(*, client: Client, authorization_id: uuid.UUID) -
         AgentSession.objects.select_related("client")
         .filter(client=client, authorization__pk=authorization_id)
         .order_by("created_at", "id")
+    )
+
+
+def session_state_q(state: str, *, now: datetime) -> Q:
+    """``AgentSession.state`` as SQL, so filtering and pagination happen in the database."""
+    if state == "revoked":
+        return Q(revoked_at__isnull=False)
+    if state == "expired":
+        return Q(revoked_at__isnull=True, refresh_expires_at__lte=now)
+    return Q(revoked_at__isnull=True, refresh_expires_at__gt=now)
+
+
+def session_list(*, filters: Mapping[str, Any] | None = None) -> QuerySet[AgentSession]:
+    """Agent sessions with their client, newest first. ``filters``: ``client`` (App ID), ``state``
+    (active / expired / revoked) and ``route`` (signed in to that workspace)."""
+    filters = filters or {}
+    queryset = filter_by(
+        AgentSession.objects.select_related("client").order_by("-created_at", "-id"),
+        filters,
+        {"client": "client__app_id"},
+    )
+    if filters.get("state"):
+        queryset = queryset.filter(session_state_q(filters["state"], now=timezone.now()))
+    if filters.get("route"):
+        # Sessions signed in to the workspace (JSONB containment on the session's routes).
+        queryset = queryset.filter(allowed_routes__contains=[filters["route"]])
+    return queryset
+
+
+def session_get(*, session_id: uuid.UUID) -> AgentSession | None:
+    """One agent session with its client and, for a standard MCP sign-in, its OAuth client."""
+    return AgentSession.objects.select_related("client", "oauth_client").filter(pk=session_id).first()
+
+
+def session_counts() -> dict[str, int]:
+    """``active`` agent sessions (neither revoked nor expired) and the ``total``, in one query."""
+    return AgentSession.objects.aggregate(
+        active=Count("id", filter=session_state_q("active", now=timezone.now())), total=Count("id")
     )

@@ -12,9 +12,8 @@ from dataclasses import replace
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Count
-from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.http import HttpResponse
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.views import View
 from django.views.generic import DetailView, ListView
@@ -23,16 +22,22 @@ from agent_runtime.models import ApprovalNotification, ToolApproval
 from agent_runtime.services.approval_requests import approval_notification_resend
 from approvals.budgets import DECISION_COMMENT_MAX_CHARS, INLINE_ARGS_MAX_BYTES
 from approvals.errors import ApprovalConflict
-from approvals.selectors import approvals_inbox
+from approvals.selectors import (
+    approval_get,
+    approval_notification_get,
+    approval_notifications,
+    approval_status_counts,
+    approvals_inbox,
+)
 from approvals.services.decisions import approval_decide
 from bailing.api.errors import ApiError
 from bailing.api.jsjson import js_stringify
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.ui import tables
-from bailing.ui.forms import filter_by_form
+from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
-from bailing.ui.pages import PAGE_SIZE, error_page
+from bailing.ui.pages import PAGE_SIZE, error_page, or_404
 from bailing.ui.visible import json_escape_hidden
 
 VIEW_PERMISSION = "agent_runtime.view_toolapproval"
@@ -120,22 +125,13 @@ class ApprovalListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = ApprovalFilterForm(self.request.GET or None)
-        return filter_by_form(
-            approvals_inbox(), self.filter_form, {"status": "status", "route": "route_key", "tool": "tool"}
-        )
+        return approvals_inbox(filters=form_filters(self.filter_form))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["filter_form"] = self.filter_form
         context["table"] = approval_table(context["object_list"])
-        counts = {status: 0 for status in ToolApproval.Status.values}
-        counts.update(
-            ToolApproval.objects.order_by()
-            .values("status")
-            .annotate(n=Count("pk"))
-            .values_list("status", "n")
-        )
-        context["counts"] = counts
+        context["counts"] = approval_status_counts()
         return context
 
 
@@ -143,10 +139,10 @@ class ApprovalDetailView(ConsoleView, DetailView):
     permission_required = VIEW_PERMISSION
     template_name = "approvals/approval_detail.html"
     context_object_name = "approval"
-    queryset = ToolApproval.objects.select_related(
-        "invocation__client", "invocation__session", "invocation__run"
-    )
     http_method_names = READ_ONLY
+
+    def get_object(self, queryset=None):
+        return or_404(approval_get(approval_id=self.kwargs["pk"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -154,7 +150,7 @@ class ApprovalDetailView(ConsoleView, DetailView):
         user = self.request.user
         context["args_inline"] = approval.args_bytes <= INLINE_ARGS_MAX_BYTES
         context["intent_view"] = {k: v for k, v in approval.intent.items() if k != "args"}
-        context["notifications"] = list(approval.notifications.order_by("created_at", "id"))
+        context["notifications"] = approval_notifications(approval=approval)
         context["can_resend"] = user.has_perm(RESEND_PERMISSION)
         context["own_call"] = own_call(approval, user)
         context["can_decide"] = (
@@ -174,7 +170,7 @@ class ApprovalArgsView(ConsoleView, View):
     http_method_names = READ_ONLY
 
     def get(self, request, pk: int):
-        approval = get_object_or_404(ToolApproval, pk=pk)
+        approval = or_404(approval_get(approval_id=pk))
         # The same JSON value, with hidden characters as \u escapes: a browser shows this document
         # as text, and a right-to-left override in it must not reorder what the approver reads.
         body = json_escape_hidden(js_stringify(approval.args))
@@ -188,9 +184,7 @@ class ApprovalDecideView(ConsoleView, View):
     http_method_names = ["post"]
 
     def post(self, request, pk: int):
-        approval = ToolApproval.objects.select_related("invocation__session").filter(pk=pk).first()
-        if approval is None:
-            raise Http404("No such approval.")
+        approval = or_404(approval_get(approval_id=pk))
         if own_call(approval, request.user):
             return error_page(
                 request,
@@ -234,7 +228,7 @@ class NotificationResendView(ConsoleView, View):
     http_method_names = ["post"]
 
     def post(self, request, pk: int, notification_id: int):
-        notification = get_object_or_404(ApprovalNotification, pk=notification_id, approval_id=pk)
+        notification = or_404(approval_notification_get(approval_id=pk, notification_id=notification_id))
         if notification.status == ApprovalNotification.Status.SKIPPED:
             messages.error(request, "This channel is not delivered by the hub; nothing to resend.")
         else:

@@ -10,21 +10,21 @@ from datetime import datetime
 
 from django import forms
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.views import View
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
 from approvals.errors import ReconciliationNotNeeded
-from approvals.selectors import invocation_trace_events, invocations_list
+from approvals.selectors import invocation_get, invocation_trace_events, invocations_list
 from approvals.services.reconciliation import EVIDENCE_MAX_CHARS, journal_resolve
 from bailing.api.errors import InvalidRequest
 from bailing.audit.actor import Actor
 from bailing.ui import tables
-from bailing.ui.forms import filter_by_form
+from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
-from bailing.ui.pages import PAGE_SIZE
+from bailing.ui.pages import PAGE_SIZE, or_404
 
 VIEW_PERMISSION = "agent_runtime.view_toolinvocation"
 RESOLVE_PERMISSION = "agent_runtime.resolve_toolcalljournal"
@@ -89,17 +89,7 @@ class InvocationListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = InvocationFilterForm(self.request.GET or None)
-        return filter_by_form(
-            invocations_list(),
-            self.filter_form,
-            {
-                "state": "status",
-                "route": "route_key",
-                "tool": "tool",
-                "session": "session_id",
-                "run": "run_id",
-            },
-        )
+        return invocations_list(filters=form_filters(self.filter_form))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -162,10 +152,10 @@ class InvocationDetailView(ConsoleView, DetailView):
     permission_required = VIEW_PERMISSION
     template_name = "approvals/invocation_detail.html"
     context_object_name = "invocation"
-    slug_field = "job_id"
-    slug_url_kwarg = "job_id"
-    queryset = ToolInvocation.objects.select_related("client", "session", "run", "journal", "approval")
     http_method_names = READ_ONLY
+
+    def get_object(self, queryset=None):
+        return or_404(invocation_get(job_id=self.kwargs["job_id"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -202,7 +192,7 @@ class InvocationResolveView(ConsoleView, View):
     http_method_names = ["post"]
 
     def post(self, request, job_id):
-        invocation = get_object_or_404(ToolInvocation, job_id=job_id)
+        invocation = or_404(invocation_get(job_id=job_id))
         form = ResolveForm(request.POST)
         if not form.is_valid():
             messages.error(request, "Say what the business system shows, and confirm you checked it.")

@@ -11,9 +11,9 @@ from django.utils import timezone
 from approvals.selectors import (
     approvals_pending_count,
     approvals_pending_oldest,
+    audit_events_since_count,
     invocations_unresolved_count,
 )
-from bailing.audit.models import AuditEvent
 from bailing.ui import tables
 from bailing.ui.nav import Card, NavItem
 from bailing.ui.sections import Panel
@@ -61,7 +61,7 @@ def dashboard_cards(user) -> list[Card]:
             Card(
                 90,
                 "Audit events, last 24 h",
-                AuditEvent.objects.filter(created_at__gte=since).count(),
+                audit_events_since_count(since=since),
                 f"since {utc_iso(since)}",
                 reverse("console:audit_list") + "?since=" + since.strftime("%Y-%m-%dT%H:%M:%S"),
             )

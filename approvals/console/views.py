@@ -10,18 +10,17 @@ import json
 from dataclasses import replace
 from urllib.parse import urlencode
 
-from django.db.models import Q
 from django.urls import reverse
 from django.views.generic import DetailView, ListView, TemplateView
 
-from agent_runtime.models import AgentSession
 from approvals.console.forms import AuditFilterForm
+from approvals.selectors import audit_event_clients, audit_event_get, audit_event_list
 from bailing.audit.ledger import audit_chain_verify
 from bailing.audit.models import AuditEvent
 from bailing.ui import tables
-from bailing.ui.forms import filter_by_form
+from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
-from bailing.ui.pages import PAGE_SIZE
+from bailing.ui.pages import PAGE_SIZE, or_404
 
 _DATA_PREVIEW_CHARS = 80
 
@@ -40,30 +39,6 @@ def _summary(event: AuditEvent) -> str:
     return " · ".join(parts)
 
 
-def event_clients(events) -> dict[int, str]:
-    """Event id → the App ID of the client the event concerns, for every event that has one: its
-    recorded ``client_app_id``, else the client it targets, else the client of its agent session
-    (events written by a user or the system about a session name the session, not always its
-    client). The sessions of one page are read in one query."""
-    events = list(events)
-    session_ids = {event.session_id for event in events if event.session_id and not event.client_app_id}
-    session_clients = dict(
-        AgentSession.objects.filter(pk__in=session_ids).values_list("id", "client__app_id")
-        if session_ids
-        else []
-    )
-    found = {}
-    for event in events:
-        app_id = event.client_app_id
-        if not app_id and event.target_type == "client":
-            app_id = event.target_id
-        if not app_id and event.session_id:
-            app_id = session_clients.get(event.session_id, "")
-        if app_id:
-            found[event.id] = app_id
-    return found
-
-
 class AuditListView(ConsoleView, ListView):
     permission_required = "bailing.view_auditevent"
     http_method_names = READ_ONLY
@@ -72,31 +47,7 @@ class AuditListView(ConsoleView, ListView):
 
     def get_queryset(self):
         self.filter_form = AuditFilterForm(self.request.GET or None)
-        queryset = filter_by_form(
-            AuditEvent.objects.order_by("-id"),
-            self.filter_form,
-            {
-                "actor": "actor",
-                "action": "action__startswith",
-                "session": "session_id",
-                "route": "route_key",
-                "since": "created_at__gte",
-                "until": "created_at__lte",
-            },
-        )
-        app_id = self.filter_form.cleaned_data.get("client") if self.filter_form.is_bound else None
-        if app_id:
-            # The same client the Client column shows (``event_clients``), so following its link
-            # lists every row that showed it.
-            queryset = queryset.filter(
-                Q(client_app_id=app_id)
-                | Q(client_app_id="", target_type="client", target_id=app_id)
-                | Q(
-                    client_app_id="",
-                    session_id__in=AgentSession.objects.filter(client__app_id=app_id).values("id"),
-                )
-            )
-        return queryset
+        return audit_event_list(filters=form_filters(self.filter_form))
 
     @staticmethod
     def _id_cell(event: AuditEvent) -> tables.Cell:
@@ -112,7 +63,7 @@ class AuditListView(ConsoleView, ListView):
             ["#", "Time (UTC)", "Action · target · data", "Actor", "Client", "Session", "Workspace"],
             empty="No audit events match.",
         )
-        clients = event_clients(context["object_list"])
+        clients = audit_event_clients(context["object_list"])
         for event in context["object_list"]:
             session = str(event.session_id) if event.session_id else ""
             app_id = clients.get(event.id, "")
@@ -140,7 +91,9 @@ class AuditDetailView(ConsoleView, DetailView):
     http_method_names = READ_ONLY
     template_name = "approvals/audit_detail.html"
     context_object_name = "event"
-    queryset = AuditEvent.objects.all()
+
+    def get_object(self, queryset=None):
+        return or_404(audit_event_get(event_id=self.kwargs["pk"]))
 
 
 class AuditVerifyView(ConsoleView, TemplateView):

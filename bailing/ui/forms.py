@@ -8,11 +8,10 @@ that the config file would reject, or the other way round.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import UTC
+from typing import Any
 
 from django import forms
-from django.db.models import QuerySet
 
 _SPLIT = re.compile(r"[\s,]+")
 
@@ -43,16 +42,11 @@ class EnabledForm(forms.Form):
     )
 
 
-def filter_by_form(queryset: QuerySet, form: forms.Form, lookups: Mapping[str, str]) -> QuerySet:
-    """Narrow ``queryset`` by a bound filter ``form``: each filled field ``name`` as ``lookups[name]``.
-
-    Fields that failed to parse are not applied (the form shows their errors); the others still are.
-    """
+def form_filters(form: forms.Form) -> dict[str, Any]:
+    """The filled values of a filter ``form``, by field name, for a selector's ``filters``: nothing
+    when the form is unbound. Fields that failed to parse are left out (the form shows their errors);
+    the others still apply."""
     if not form.is_bound:
-        return queryset
+        return {}
     form.is_valid()
-    for name, lookup in lookups.items():
-        value = form.cleaned_data.get(name)
-        if value not in (None, ""):
-            queryset = queryset.filter(**{lookup: value})
-    return queryset
+    return {name: value for name, value in form.cleaned_data.items() if value not in (None, "")}

@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from bailing.ui.nav import Card, NavItem
 from knowledge.console.workspace import indexing_panel
-from knowledge.models import Document, KnowledgeBase
+from knowledge.selectors.overview import knowledge_counts
 
 NAV = [NavItem(30, "Knowledge bases", "console:knowledge_list", "knowledge.view_knowledgebase")]
 
@@ -14,15 +14,13 @@ NAV = [NavItem(30, "Knowledge bases", "console:knowledge_list", "knowledge.view_
 def dashboard_cards(user) -> list[Card]:
     if not user.has_perm("knowledge.view_knowledgebase"):
         return []
-    waiting = Document.objects.filter(status=Document.Status.EMBEDDING).count()
-    failed = Document.objects.filter(status=Document.Status.ERROR).count()
-    bases = KnowledgeBase.objects.count()
+    counts = knowledge_counts()
     return [
         Card(
             40,
             "Knowledge documents ready",
-            Document.objects.filter(status=Document.Status.READY).count(),
-            f"{waiting} waiting, {failed} failed, in {bases} knowledge bases",
+            counts["ready"],
+            f"{counts['waiting']} waiting, {counts['failed']} failed, in {counts['bases']} knowledge bases",
             reverse("console:knowledge_list"),
         )
     ]

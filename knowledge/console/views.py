@@ -24,9 +24,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Q, QuerySet
-from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -34,14 +32,13 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.generic import DetailView, ListView
 
-from agent_runtime.config import FUSION_DEFAULTS, route_effective
-from agent_runtime.models import Route
+from agent_runtime.config import FUSION_DEFAULTS
 from bailing.audit.actor import Actor
 from bailing.ui import tables
 from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.forms import EnabledForm
 from bailing.ui.mixins import ConsoleView
-from bailing.ui.pages import PAGE_SIZE, error_page
+from bailing.ui.pages import PAGE_SIZE, error_page, or_404
 from knowledge import parsing
 from knowledge.console.forms import (
     DocumentFilterForm,
@@ -54,7 +51,14 @@ from knowledge.console.forms import (
     error_text,
     max_upload_mib,
 )
-from knowledge.models import KB_ID_RE, Chunk, Document, KnowledgeBase
+from knowledge.models import Document, KnowledgeBase
+from knowledge.selectors.bases import (
+    knowledge_base_detail,
+    knowledge_base_get,
+    knowledge_base_list,
+    knowledge_base_routes,
+)
+from knowledge.selectors.documents import document_chunks, document_get, document_list, document_status_counts
 from knowledge.selectors.search import SearchResult, knowledge_search_bases
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
 from knowledge.services.documents import document_delete, document_put
@@ -77,13 +81,10 @@ LANE_CHOICES = {
 }
 
 
-def kb_or_404(kb_id: str, queryset: QuerySet[KnowledgeBase] | None = None) -> KnowledgeBase:
-    """The knowledge base a URL names, or 404. A segment that cannot be a ``kb_id`` (a NUL byte,
-    which PostgreSQL refuses in any query, or any other character outside the pattern) is 404
-    before it reaches the database."""
-    if KB_ID_RE.fullmatch(kb_id) is None:
-        raise Http404("No such knowledge base.")
-    return get_object_or_404(KnowledgeBase.objects.all() if queryset is None else queryset, kb_id=kb_id)
+def kb_or_404(kb_id: str) -> KnowledgeBase:
+    """The knowledge base a URL names, or 404 (a segment that cannot be a ``kb_id`` never reaches
+    the database: :func:`knowledge.selectors.bases.knowledge_base_get`)."""
+    return or_404(knowledge_base_get(kb_id=kb_id))
 
 
 def generated_source_key() -> str:
@@ -108,19 +109,6 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     if space > limit * 3 // 4:
         cut = cut[:space]
     return cut + " …"
-
-
-def routes_by_kb() -> dict[str, list[str]]:
-    """kb_id → route keys whose effective ``knowledge.kb_ids`` name it (``kb_id`` or ``kb_ids``).
-
-    Read through ``route_effective`` so this page applies exactly the rule retrieval applies. Routes
-    are configuration (tens, not thousands), so one query over all of them is fine.
-    """
-    result: dict[str, list[str]] = {}
-    for route in Route.objects.order_by("route_key"):
-        for kb_id in route_effective(route)["knowledge"]["kb_ids"]:
-            result.setdefault(kb_id, []).append(route.route_key)
-    return result
 
 
 def vector_lane_text(kb: KnowledgeBase, *, storage_ready: bool) -> str:
@@ -153,20 +141,11 @@ class KnowledgeBaseListView(ConsoleView, ListView):
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
-        return (
-            KnowledgeBase.objects.select_related("stats")
-            .prefetch_related("writers")
-            .annotate(
-                docs_ready=Count("documents", filter=Q(documents__status=Document.Status.READY)),
-                docs_embedding=Count("documents", filter=Q(documents__status=Document.Status.EMBEDDING)),
-                docs_error=Count("documents", filter=Q(documents__status=Document.Status.ERROR)),
-            )
-            .order_by("kb_id")
-        )
+        return knowledge_base_list()
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        routes = routes_by_kb()
+        routes = knowledge_base_routes()
         table = tables.Table(
             [
                 "Knowledge base",
@@ -197,7 +176,7 @@ class KnowledgeBaseListView(ConsoleView, ListView):
                     _count(kb.docs_embedding),
                     _count(kb.docs_error),
                     _count(stats.chunks if stats else 0),
-                    tables.words(sorted(client.app_id for client in kb.writers.all()), empty="none"),
+                    tables.words(sorted(client.app_id for client in kb.writer_clients), empty="none"),
                     tables.words(routes.get(kb.kb_id, []), empty="none"),
                 ]
             )
@@ -226,34 +205,20 @@ def document_table(documents, *, kb: KnowledgeBase) -> list[dict[str, Any]]:
 class KnowledgeBaseDetailView(ConsoleView, DetailView):
     permission_required = VIEW_PERMISSION
     template_name = "knowledge/knowledgebase_detail.html"
-    slug_field = "kb_id"
-    slug_url_kwarg = "kb_id"
     context_object_name = "kb"
-    queryset = KnowledgeBase.objects.select_related("stats").prefetch_related("writers")
 
     def get_object(self, queryset=None):
-        return kb_or_404(self.kwargs["kb_id"], self.get_queryset() if queryset is None else queryset)
+        return or_404(knowledge_base_detail(kb_id=self.kwargs["kb_id"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         kb = self.object
         filter_form = DocumentFilterForm(self.request.GET or None)
-        documents = Document.objects.filter(kb=kb).defer("content", "metadata").order_by("source_key", "id")
-        if filter_form.is_bound and filter_form.is_valid():
-            if filter_form.cleaned_data["status"]:
-                documents = documents.filter(status=filter_form.cleaned_data["status"])
-            text = filter_form.cleaned_data["q"].strip()
-            if text:
-                # Title or source key, case-insensitive, anywhere in it (ILIKE with escaped wildcards).
-                documents = documents.filter(Q(title__icontains=text) | Q(source_key__icontains=text))
-        paginator = Paginator(documents, PAGE_SIZE)
+        # Filters apply only when the whole form is valid (a too long text filters nothing).
+        filters = filter_form.cleaned_data if filter_form.is_bound and filter_form.is_valid() else {}
+        paginator = Paginator(document_list(kb=kb, filters=filters), PAGE_SIZE)
         page_obj = paginator.get_page(self.request.GET.get("page"))
-        counts = dict(
-            Document.objects.filter(kb=kb)
-            .values_list("status")
-            .annotate(n=Count("id"))
-            .values_list("status", "n")
-        )
+        counts = document_status_counts(kb=kb)
         storage_ready = vector_storage_ready()
         context.update(
             {
@@ -264,8 +229,8 @@ class KnowledgeBaseDetailView(ConsoleView, DetailView):
                 "counts": {status: counts.get(status, 0) for status in Document.Status.values},
                 "total_documents": sum(counts.values()),
                 "stats": getattr(kb, "stats", None),
-                "writers": sorted(client.app_id for client in kb.writers.all()),
-                "routes": routes_by_kb().get(kb.kb_id, []),
+                "writers": sorted(client.app_id for client in kb.writer_clients),
+                "routes": knowledge_base_routes().get(kb.kb_id, []),
                 "vector_lane": vector_lane_text(kb, storage_ready=storage_ready),
                 "embedding_base_url": (kb.embedding_config or {}).get("base_url", ""),
                 "can_manage": self.request.user.has_perm(MANAGE_PERMISSION),
@@ -284,15 +249,12 @@ class DocumentDetailView(ConsoleView, DetailView):
 
     def get_object(self, queryset=None):
         kb = kb_or_404(self.kwargs["kb_id"])
-        document = get_object_or_404(Document, kb=kb, pk=self.kwargs["doc_id"])
-        document.kb = kb
-        return document
+        return or_404(document_get(kb=kb, doc_id=self.kwargs["doc_id"]))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         document = self.object
-        chunks = Chunk.objects.filter(document=document).order_by("seq")
-        paginator = Paginator(chunks, CHUNKS_PER_PAGE)
+        paginator = Paginator(document_chunks(document=document), CHUNKS_PER_PAGE)
         page_obj = paginator.get_page(self.request.GET.get("page"))
         table = tables.Table(
             ["#", "Characters", "Lexemes", "Revision", "Text"],
@@ -378,9 +340,7 @@ class DocumentDeleteView(ConsoleView, View):
 
     def get(self, request, kb_id, doc_id):
         kb = kb_or_404(kb_id)
-        document = get_object_or_404(
-            Document.objects.only("id", "source_key", "title", "chunk_count"), kb=kb, pk=doc_id
-        )
+        document = or_404(document_get(kb=kb, doc_id=doc_id, summary=True))
         detail_url = reverse("console:knowledge_document_detail", args=[kb.kb_id, document.pk])
         return confirm_page(
             request,
@@ -411,7 +371,7 @@ class DocumentDeleteView(ConsoleView, View):
 
     def post(self, request, kb_id, doc_id):
         kb = kb_or_404(kb_id)
-        document = get_object_or_404(Document.objects.only("id", "source_key"), kb=kb, pk=doc_id)
+        document = or_404(document_get(kb=kb, doc_id=doc_id, summary=True))
         if not is_confirmed(request):
             return not_confirmed(request)
         deleted = document_delete(kb=kb, source_key=document.source_key, actor=Actor.user(request.user))

@@ -1,7 +1,9 @@
-"""Console overviews of knowledge: the bases a workspace names, and the indexing queue and workers.
+"""Console overviews of knowledge: the bases a workspace names, the indexing queue and workers, and
+the dashboard's counts.
 
-Both are a fixed number of queries: the bases with their document counts in one aggregate, the
-queue in one aggregate and the workers in one more.
+Each is a fixed number of queries: the bases with their document counts in one aggregate, the
+queue in one aggregate and the workers in one more, the documents by status in one and the bases in
+one more.
 """
 
 from __future__ import annotations
@@ -98,3 +100,14 @@ def indexing_status() -> IndexingStatus:
         lag_s=round(max((now - oldest).total_seconds(), 0.0), 1) if oldest else 0.0,
         oldest_waiting_at=oldest,
     )
+
+
+def knowledge_counts() -> dict[str, int]:
+    """Documents ``ready``, ``waiting`` (for indexing) and ``failed``, and how many ``bases`` there
+    are: two queries."""
+    counts = Document.objects.aggregate(
+        ready=Count("id", filter=Q(status=Document.Status.READY)),
+        waiting=Count("id", filter=Q(status=Document.Status.EMBEDDING)),
+        failed=Count("id", filter=Q(status=Document.Status.ERROR)),
+    )
+    return {**counts, "bases": KnowledgeBase.objects.count()}

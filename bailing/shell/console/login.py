@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from bailing.audit.models import AuditEvent
+from bailing.shell.selectors import login_failures_since
 
 MAX_FAILURES = 5
 WINDOW = timedelta(minutes=10)
@@ -52,13 +52,9 @@ class ConsoleLoginView(auth_views.LoginView):
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"console-login/{ip}"])
-            failures = AuditEvent.objects.filter(
-                action="console.login.failed", data__ip=ip, created_at__gte=timezone.now() - WINDOW
-            )
+            failures = login_failures_since(ip=ip, username=username, since=timezone.now() - WINDOW)
             ip_limit = settings.BAILING_LOGIN_IP_MAX_FAILURES
-            if failures.filter(actor=username).count() >= MAX_FAILURES or (
-                ip_limit and failures.count() >= ip_limit
-            ):
+            if failures.for_username >= MAX_FAILURES or (ip_limit and failures.for_ip >= ip_limit):
                 context = self.get_context_data(form=self.get_form(), throttled=True)
                 return self.render_to_response(context, status=429)
             response = super().post(request, *args, **kwargs)

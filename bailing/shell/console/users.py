@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views import View
 from django.views.generic import FormView, ListView
 
 from bailing.audit.actor import Actor
+from bailing.shell.selectors import user_get, user_list
 from bailing.shell.users import (
     ROLES,
     UserError,
@@ -32,7 +32,7 @@ from bailing.shell.users import (
 from bailing.ui import tables
 from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.mixins import ConsoleView
-from bailing.ui.pages import PAGE_SIZE, error_page
+from bailing.ui.pages import PAGE_SIZE, error_page, or_404
 
 PERMISSION = "auth.change_user"
 ROLE_CHOICES = [(role, role) for role in ROLES]
@@ -65,7 +65,7 @@ class PasswordForm(forms.Form):
 
 
 def _user_or_404(username):
-    return get_object_or_404(get_user_model(), username=username)
+    return or_404(user_get(username=username))
 
 
 class UserListView(ConsoleView, ListView):
@@ -74,13 +74,13 @@ class UserListView(ConsoleView, ListView):
     paginate_by = PAGE_SIZE
 
     def get_queryset(self):
-        return get_user_model().objects.prefetch_related("groups").order_by("username")
+        return user_list()
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         table = tables.Table(["Username", "Roles", "Status", "Last sign-in", "Created"], empty="No users.")
         for user in context["object_list"]:
-            roles = sorted(g.name for g in user.groups.all() if g.name in ROLES)
+            roles = sorted(g.name for g in user.group_list if g.name in ROLES)
             table.rows.append(
                 [
                     tables.mono(user.username, href=reverse("console:user_detail", args=[user.username])),

@@ -20,7 +20,6 @@ from bailing.benchmarks import (
     LoadSpec,
     ProcStat,
     body_for,
-    database_url,
     median,
     parse_libpq_trace,
     parse_proc_stat,
@@ -33,6 +32,7 @@ from bailing.benchmarks import (
     wrk_load,
     wrk_script,
 )
+from bailing.db.urls import database_url
 
 
 def test_a_proc_stat_line_is_read_even_when_the_command_name_has_spaces_and_parentheses():

@@ -19,7 +19,9 @@ what BailingHub business systems expect:
 Outcomes: a response with a status is *answered* (2xx executed, anything else business-rejected, its
 text shaped by :func:`answer_text`); a connection that could not be opened is *not sent*; anything
 after the connection was opened that left no complete response (timeout, reset, a body cut short or
-unreadable) is *unknown*, and is never sent again (docs/protocol.md "Unknown outcomes"). Redirects are
+unreadable) is *unknown*, and is never sent again (docs/protocol.md "Unknown outcomes"). The call has
+one absolute deadline — the tool's ``timeout_ms`` or the provider's — for connecting, sending, the
+response headers and the body together; past it the outcome is unknown (``timeout``). Redirects are
 not followed; proxies are never used.
 """
 
@@ -207,15 +209,14 @@ def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutco
     after the request was written, making an unsent call look uncertain.
     """
     started = time.monotonic()
-    deadline = started + timeout_ms / 1000
-
-    def remaining() -> float:
-        return max(0.001, deadline - time.monotonic())
 
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    with outbound_client(timeout=httpx.Timeout(remaining()), keep_alive=False) as client:
+    # The client gives the request one absolute deadline (connect, TLS, sending, headers and body
+    # together; bailing.outbound): a business system that drips header lines or body bytes cannot
+    # hold the call past it.
+    with outbound_client(timeout=timeout_ms / 1000, keep_alive=False) as client:
         http_request = client.build_request(
             request.method, request.url, headers=request.headers, content=request.body or None
         )
@@ -234,13 +235,6 @@ def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutco
                 size += len(chunk)
                 if size <= RESPONSE_READ_MAX_BYTES:
                     chunks.append(chunk)
-                if time.monotonic() > deadline:
-                    return DispatchOutcome(
-                        OUTCOME_UNKNOWN,
-                        status=response.status_code,
-                        error="timeout",
-                        duration_ms=elapsed_ms(),
-                    )
                 if size > RESPONSE_READ_MAX_BYTES:
                     break
         except httpx.TimeoutException:

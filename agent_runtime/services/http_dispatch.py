@@ -17,7 +17,8 @@ what BailingHub business systems expect:
   parameters.
 
 Outcomes: a response with a status is *answered* (2xx executed, anything else business-rejected, its
-text shaped by :func:`answer_text`); a connection that could not be opened is *not sent*; anything
+text shaped by :func:`answer_text`); a connection that could not be opened, or a target the outbound
+policy refuses (``target_forbidden``, docs/protocol.md "Outbound targets"), is *not sent*; anything
 after the connection was opened that left no complete response (timeout, reset, a body cut short or
 unreadable) is *unknown*, and is never sent again (docs/protocol.md "Unknown outcomes"). The call has
 one absolute deadline — the tool's ``timeout_ms`` or the provider's — for connecting, sending, the
@@ -40,7 +41,7 @@ from agent_runtime.invocation_results import result_text
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.jsjson import js_string, js_stringify
 from bailing.api.limits import utf16_length
-from bailing.outbound import outbound_client
+from bailing.outbound import TargetForbidden, outbound_client
 from bailing.signing import (
     CLIENT_HEADER,
     IDEMPOTENCY_KEY_HEADER,
@@ -222,6 +223,9 @@ def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutco
         )
         try:
             response = client.send(http_request, stream=True)
+        except TargetForbidden:
+            # Refused before any connection was opened: nothing was sent.
+            return DispatchOutcome(OUTCOME_NOT_SENT, error="target_forbidden", duration_ms=elapsed_ms())
         except (httpx.ConnectError, httpx.ConnectTimeout):
             return DispatchOutcome(OUTCOME_NOT_SENT, error="business_unreachable", duration_ms=elapsed_ms())
         except httpx.TimeoutException:

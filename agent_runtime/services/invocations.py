@@ -104,6 +104,7 @@ TEXT_REJECTED = {
     ),
     "tool_call_budget_exhausted": "This run used its {limit} tool calls; nothing was sent.",
     "business_unreachable": "The business system could not be reached; nothing was sent.",
+    "target_forbidden": "The tool provider's address is not allowed as an outbound target; nothing was sent.",
     "secret_unavailable": "The tool provider has no usable secret; nothing was sent.",
     "frozen_arguments_unavailable": "The exact frozen arguments are unavailable; nothing was sent.",
     "approval_args_mismatch": "The approved arguments do not match this invocation; nothing was sent.",
@@ -903,7 +904,9 @@ def _record_outcome(
             "rejected_before_dispatch",
             None,
         )
-        result = _result_for(invocation, state, TEXT_REJECTED["business_unreachable"])
+        # Not sent: unreachable, or refused by the outbound target policy (its own text).
+        text = TEXT_REJECTED.get(outcome.error, TEXT_REJECTED["business_unreachable"])
+        result = _result_for(invocation, state, text)
         invocation.reason_code = outcome.error
     else:
         business_status = outcome.status

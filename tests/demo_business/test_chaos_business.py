@@ -15,6 +15,8 @@ from agent_runtime.tools.acc import ACC_SCHEMA
 from agent_runtime.tools.compiler import compile_spec
 from bailing import signing
 from tests.support.chaos_business import (
+    DRIP_INTERVAL,
+    DRIP_LENGTH,
     PARTIAL_BODY,
     PROMISED_LENGTH,
     SPEC_PATH,
@@ -28,6 +30,8 @@ WRITE_PATHS = {
     "chaos_hang": "/chaos/hang",
     "chaos_reset_mid_body": "/chaos/reset-mid-body",
     "chaos_slow_ok": "/chaos/slow-ok",
+    "chaos_drip_headers": "/chaos/drip-headers",
+    "chaos_drip_body": "/chaos/drip-body",
 }
 LOST_ANSWER = (httpx.RemoteProtocolError, httpx.ReadError)
 
@@ -88,7 +92,7 @@ def test_catalog_is_served_to_signed_requests_only(chaos_business):
     assert chaos_business.rejected() == 2
 
 
-def test_catalog_compiles_to_the_six_tools_without_warnings(chaos_business):
+def test_catalog_compiles_to_its_tools_without_warnings(chaos_business):
     spec = chaos_business.spec
     assert spec["openapi"] == "3.1.0"
     result = compile_spec(spec, provider="chaos")
@@ -336,3 +340,57 @@ def test_fixture_listens_on_loopback_with_its_own_secret(chaos_business):
         assert (
             call(other, "POST", "/chaos/ok", {"note": "x"}, secret=chaos_business.secret).status_code == 401
         )
+
+
+def _raw_call(chaos, path: str, args) -> socket.socket:
+    """Send one signed POST on a raw socket and return the socket (the caller reads and closes)."""
+    body = encode(args)
+    headers = signed_headers(chaos, "POST", path, body)
+    host, port = chaos.base_url.removeprefix("http://").split(":")
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    raw = socket.create_connection((host, int(port)), timeout=5)
+    raw.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    return raw
+
+
+def _read_for(raw: socket.socket, seconds: float) -> bytes:
+    received = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        raw.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = raw.recv(4096)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def test_drip_headers_writes_then_sends_header_lines_that_never_end(chaos_business):
+    with _raw_call(chaos_business, "/chaos/drip-headers", {"note": "d"}) as raw:
+        received = _read_for(raw, DRIP_INTERVAL * 5.5)
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"\r\n\r\n" not in received  # the headers never end
+    assert 3 <= received.count(b"X-Drip: still coming\r\n") <= 6
+    assert chaos_business.writes("chaos_drip_headers") == 1
+
+
+def test_drip_body_writes_then_sends_one_byte_at_a_time(chaos_business):
+    with _raw_call(chaos_business, "/chaos/drip-body", {"note": "d"}) as raw:
+        received = _read_for(raw, DRIP_INTERVAL * 5.5)
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert f"Content-Length: {DRIP_LENGTH}".encode() in head
+    assert body.startswith(b"[") and 4 <= len(body) <= 7
+    assert chaos_business.writes("chaos_drip_body") == 1
+
+
+def test_the_drip_stops_when_the_client_hangs_up(chaos_business):
+    raw = _raw_call(chaos_business, "/chaos/drip-headers", {"note": "d"})
+    assert _read_for(raw, DRIP_INTERVAL * 1.5).startswith(b"HTTP/1.1 200 OK")
+    raw.close()
+    # The handler notices on its next line and its connection is released (stop() would hang else).
+    assert wait_until(lambda: not chaos_business._server._connections, timeout=5)

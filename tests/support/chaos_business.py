@@ -16,6 +16,11 @@ chaos_reset_mid_body    POST     writes, sends 200 headers with ``Content-Length
                                  bytes, then resets the connection (RST, ``SO_LINGER`` 0)
 chaos_slow_ok           POST     waits ``delay_ms``, then writes and answers 200 (nothing is written if
                                  the server stops while it waits)
+chaos_drip_headers      POST     writes, sends ``HTTP/1.1 200 OK`` and then one header line every
+                                 :data:`DRIP_INTERVAL` s, never ending the headers (until the client
+                                 hangs up or the server stops, at most :data:`DRIP_LIMIT_SECONDS`)
+chaos_drip_body         POST     writes, sends complete 200 headers promising :data:`DRIP_LENGTH` bytes,
+                                 then one body byte every :data:`DRIP_INTERVAL` s (same limits)
 chaos_read              GET      readonly; counts calls; ``mode=drop`` (or :meth:`ChaosBusiness.drop_reads`)
                                  closes the connection without a response
 ======================  =======  =========================================================================
@@ -63,6 +68,8 @@ TOOLS = (
     "chaos_hang",
     "chaos_reset_mid_body",
     "chaos_slow_ok",
+    "chaos_drip_headers",
+    "chaos_drip_body",
     "chaos_read",
 )
 # Declared execution.timeout_ms: short so a hub gives up on chaos_hang quickly; chaos_slow_ok gets
@@ -76,6 +83,10 @@ MAX_BODY_BYTES = 64 * 1024
 # The partial answer of chaos_reset_mid_body: 10 bytes of a promised 1000.
 PARTIAL_BODY = b'{"ok":true'
 PROMISED_LENGTH = 1000
+# The drip tools: a line (or byte) this often, never finishing; they stop after this long at most.
+DRIP_INTERVAL = 0.2
+DRIP_LIMIT_SECONDS = 60.0
+DRIP_LENGTH = 100_000
 
 _ROUTES = {
     ("POST", "/chaos/ok"): "chaos_ok",
@@ -83,6 +94,8 @@ _ROUTES = {
     ("POST", "/chaos/hang"): "chaos_hang",
     ("POST", "/chaos/reset-mid-body"): "chaos_reset_mid_body",
     ("POST", "/chaos/slow-ok"): "chaos_slow_ok",
+    ("POST", "/chaos/drip-headers"): "chaos_drip_headers",
+    ("POST", "/chaos/drip-body"): "chaos_drip_body",
     ("GET", "/chaos/read"): "chaos_read",
 }
 
@@ -186,6 +199,22 @@ def build_spec() -> dict[str, Any]:
                 },
                 required=["delay_ms"],
                 timeout_ms=SLOW_TIMEOUT_MS,
+            )
+        },
+        "/chaos/drip-headers": {
+            "post": _write_operation(
+                "chaos_drip_headers",
+                "Record a write, then send response headers one line at a time, forever.",
+                "Never finishes its headers.",
+                **note_only,
+            )
+        },
+        "/chaos/drip-body": {
+            "post": _write_operation(
+                "chaos_drip_body",
+                "Record a write, then send the response body one byte at a time, forever.",
+                "Never finishes its body.",
+                **note_only,
             )
         },
         "/chaos/read": {
@@ -497,6 +526,31 @@ class _Handler(BaseHTTPRequestHandler):
             self._drop()  # stopped while waiting: nothing written, nothing answered
             return
         self._answer_write("chaos_slow_ok", self.server.state.perform("chaos_slow_ok"), arguments)
+
+    def _drip(self, head: bytes, unit: bytes) -> None:
+        """Send ``head``, then ``unit`` every DRIP_INTERVAL until the client hangs up, the server
+        stops or DRIP_LIMIT_SECONDS have passed; the connection is closed afterwards."""
+        self.close_connection = True
+        state = self.server.state
+        try:
+            self.wfile.write(head)
+            for _ in range(int(DRIP_LIMIT_SECONDS / DRIP_INTERVAL)):
+                if state.stopping.wait(DRIP_INTERVAL):
+                    return
+                self.wfile.write(unit)
+        except OSError:
+            return  # the client hung up: what a drip waits for
+
+    def _chaos_drip_headers(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_drip_headers")
+        self._drip(b"HTTP/1.1 200 OK\r\n", b"X-Drip: still coming\r\n")
+
+    def _chaos_drip_body(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_drip_body")
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {DRIP_LENGTH}\r\n\r\n"
+        ).encode("ascii")
+        self._drip(head + b"[", b" ")
 
     def _chaos_read(self, arguments: dict[str, Any]) -> None:
         state = self.server.state

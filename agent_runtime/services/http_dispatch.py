@@ -16,6 +16,9 @@ what BailingHub business systems expect:
   ``X-Bailing-Idempotency-Key`` for every tool that is not read-only, and the declared header
   parameters.
 
+A path whose arguments make a ``.`` or ``..`` segment is refused (``path_invalid``): the path sent
+must be the path signed, and dot segments are removed on the way (:func:`has_dot_segment`).
+
 Outcomes: a response with a status is *answered* (2xx executed, anything else business-rejected, its
 text shaped by :func:`answer_text`); a connection that could not be opened, or a target the outbound
 policy refuses (``target_forbidden``, docs/protocol.md "Outbound targets"), is *not sent*; anything
@@ -127,6 +130,16 @@ def answer_text(status: int, body: str, content_type: str) -> str:
     return f"HTTP {status}: {error}" if error else f"HTTP {status} with an empty body."
 
 
+def has_dot_segment(path: str) -> bool:
+    """Whether ``path`` has a ``.`` or ``..`` segment (also written ``%2e``).
+
+    ``encodeURIComponent`` leaves dots as they are, so a path argument ``..`` makes one; HTTP clients
+    and servers remove dot segments (httpx does so when it parses the URL, after the hub signed it),
+    and the call would reach another path than the one signed. Such a path is refused instead.
+    """
+    return any(segment.lower().replace("%2e", ".") in (".", "..") for segment in path.split("/"))
+
+
 def dispatch_request_build(
     *,
     tool: CompiledTool,
@@ -161,7 +174,7 @@ def dispatch_request_build(
         else:
             body[name] = value
     path_with_query = path + ("?" + "&".join(query) if query else "")
-    if not is_sendable_header_value(path_with_query):
+    if not is_sendable_header_value(path_with_query) or has_dot_segment(path):
         raise DispatchBuildError("path_invalid")
     method = tool.method.upper()
     raw_body = b"" if method in _BODYLESS else js_stringify(body).encode("utf-8")

@@ -33,6 +33,7 @@ WRITE_PATHS = {
     "chaos_drip_headers": "/chaos/drip-headers",
     "chaos_drip_body": "/chaos/drip-body",
 }
+READS = ("chaos_read", "chaos_item")
 LOST_ANSWER = (httpx.RemoteProtocolError, httpx.ReadError)
 
 
@@ -103,7 +104,7 @@ def test_catalog_compiles_to_its_tools_without_warnings(chaos_business):
     for name, tool in tools.items():
         assert tool.risk == "medium"
         assert tool.input_schema["properties"], name
-        readonly = name == "chaos_read"
+        readonly = name in READS
         assert (tool.method, tool.readonly, tool.scope) == (
             ("GET", True, "chaos.read") if readonly else ("POST", False, "chaos.write")
         )
@@ -113,6 +114,10 @@ def test_catalog_compiles_to_its_tools_without_warnings(chaos_business):
             validator.validate(operation["x-agent-capability"])
     assert tools["chaos_slow_ok"].input_schema["required"] == ["delay_ms"]
     assert tools["chaos_read"].param_locations == {"mode": "query"}
+    assert (tools["chaos_item"].path, tools["chaos_item"].param_locations) == (
+        "/chaos/items/{item}",
+        {"item": "path"},
+    )
 
 
 # --- gates ----------------------------------------------------------------------------------------
@@ -394,3 +399,12 @@ def test_the_drip_stops_when_the_client_hangs_up(chaos_business):
     raw.close()
     # The handler notices on its next line and its connection is released (stop() would hang else).
     assert wait_until(lambda: not chaos_business._server._connections, timeout=5)
+
+
+def test_item_answers_the_request_target_and_every_target_is_recorded(chaos_business):
+    path = "/chaos/items/a%2F.."
+    response = call(chaos_business, "GET", path)
+    assert response.json() == {"ok": True, "tool": "chaos_item", "target": path}
+    assert call(chaos_business, "GET", "/chaos/items/x", secret="wrong").status_code == 401
+    assert chaos_business.targets() == [path, "/chaos/items/x"]
+    assert (chaos_business.writes("chaos_item"), chaos_business.rejected()) == (1, 1)

@@ -23,7 +23,12 @@ chaos_drip_body         POST     writes, sends complete 200 headers promising :d
                                  then one body byte every :data:`DRIP_INTERVAL` s (same limits)
 chaos_read              GET      readonly; counts calls; ``mode=drop`` (or :meth:`ChaosBusiness.drop_reads`)
                                  closes the connection without a response
+chaos_item              GET      readonly, ``/chaos/items/{item}``; answers 200 with the request target
+                                 it received
 ======================  =======  =========================================================================
+
+Every request target the server received (request line as sent, before any signature check) is
+recorded in order: :meth:`ChaosBusiness.targets`, to compare the path sent with the path signed.
 
 The fixture is not registered globally: import it in the ``conftest.py`` of the test package that
 uses it (importing it into a test module works too, but ruff then flags every test parameter of that
@@ -71,6 +76,7 @@ TOOLS = (
     "chaos_drip_headers",
     "chaos_drip_body",
     "chaos_read",
+    "chaos_item",
 )
 # Declared execution.timeout_ms: short so a hub gives up on chaos_hang quickly; chaos_slow_ok gets
 # room for its delay (a "worker killed during dispatch" test needs the call to be slow, not failed).
@@ -87,6 +93,7 @@ PROMISED_LENGTH = 1000
 DRIP_INTERVAL = 0.2
 DRIP_LIMIT_SECONDS = 60.0
 DRIP_LENGTH = 100_000
+ITEM_PREFIX = "/chaos/items/"
 
 _ROUTES = {
     ("POST", "/chaos/ok"): "chaos_ok",
@@ -241,6 +248,30 @@ def build_spec() -> dict[str, Any]:
                 ),
             }
         },
+        "/chaos/items/{item}": {
+            "get": {
+                "operationId": "chaos_item",
+                "summary": "Echo the request target.",
+                "description": "Readonly test fixture of the hub: answers the request target it received.",
+                "parameters": [
+                    {
+                        "name": "item",
+                        "in": "path",
+                        "required": True,
+                        "description": "Any text; it ends up in the path.",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                    }
+                ],
+                "responses": {"200": {"description": "ok and the request target."}},
+                "x-agent-capability": _acc(
+                    "chaos.read",
+                    readonly=True,
+                    timeout_ms=TIMEOUT_MS,
+                    result="ok and the request target.",
+                    when="Only in hub tests of how path arguments reach the business system.",
+                ),
+            }
+        },
     }
     return copy.deepcopy(
         {
@@ -285,6 +316,7 @@ class _State:
         self.received: dict[str, list[ChaosRequest]] = {tool: [] for tool in TOOLS}
         self.rejected = 0
         self.reads_to_drop = 0
+        self.targets: list[str] = []
 
     def perform(self, tool: str) -> int:
         with self.lock:
@@ -304,6 +336,7 @@ class _State:
             self.received = {tool: [] for tool in TOOLS}
             self.rejected = 0
             self.reads_to_drop = 0
+            self.targets = []
 
 
 class _BadRequest(Exception):
@@ -402,6 +435,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         state = self.server.state
+        with state.lock:
+            state.targets.append(self.path)
         try:
             body = self._read_body()
         except _BadRequest as exc:
@@ -427,6 +462,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(self.server.spec_bytes)
             return
         tool = _ROUTES.get((self.command, parts.path))
+        if self.command == "GET" and parts.path.startswith(ITEM_PREFIX) and parts.path != ITEM_PREFIX:
+            tool = "chaos_item"
         if tool is None:
             known = any(path == parts.path for _, path in _ROUTES)
             self._send_json(405 if known else 404, {"error": "method_not_allowed" if known else "not_found"})
@@ -452,6 +489,10 @@ class _Handler(BaseHTTPRequestHandler):
         getattr(self, f"_{tool}")(arguments)
 
     def _arguments(self, tool: str, query: str, body: bytes) -> dict[str, Any]:
+        if tool == "chaos_item":
+            if body or query:
+                raise _BadRequest(400, "invalid_request", "query" if query else "body")
+            return {}
         if tool == "chaos_read":
             if body:
                 raise _BadRequest(400, "invalid_request", "body")
@@ -552,6 +593,10 @@ class _Handler(BaseHTTPRequestHandler):
         ).encode("ascii")
         self._drip(head + b"[", b" ")
 
+    def _chaos_item(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_item")
+        self._send_json(200, {"ok": True, "tool": "chaos_item", "target": self.path})
+
     def _chaos_read(self, arguments: dict[str, Any]) -> None:
         state = self.server.state
         calls = state.perform("chaos_read")
@@ -601,6 +646,12 @@ class ChaosBusiness:
     def requests(self, tool: str) -> list[ChaosRequest]:
         with self._state.lock:
             return list(self._state.received[tool])
+
+    def targets(self) -> list[str]:
+        """Every request target received, in order, as it stood in the request line (catalog
+        fetches, unsigned and refused requests included)."""
+        with self._state.lock:
+            return list(self._state.targets)
 
     def rejected(self) -> int:
         """Requests refused with 401 (missing or bad signature), catalog fetches included."""

@@ -1,15 +1,18 @@
 """Governed calls through the real REST API against the chaos business system, for the outbound rules
 of tool dispatch (docs/protocol.md "Dispatch", "Unknown outcomes", "Outbound targets"): one absolute
-deadline per call however the answer drips, and a target the outbound policy denies is never
-connected to."""
+deadline per call however the answer drips, the path sent is the path signed, and a target the
+outbound policy denies is never connected to."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from agent_runtime.models import ToolCallJournal, ToolInvocation, ToolProvider
+from agent_runtime.services import http_dispatch
+from agent_runtime.tools.compiler import compile_spec
 from tests.support.chaos_business import TIMEOUT_MS
 from tests.support.invocations import (
     INVOKE_URL,
@@ -37,7 +40,7 @@ REQUEST_MARGIN = 6.0
 def session(chaos_business):
     provider_for(name="chaos", base_url=chaos_business.base_url, secret=chaos_business.secret)
     workspace(route_key=ROUTE, provider="chaos", write_tools=WRITES)
-    chaos_business.reset()
+    chaos_business.reset()  # forget the catalog fetches: targets() then holds the calls only
     return agent(route_key=ROUTE)
 
 
@@ -69,6 +72,57 @@ def test_an_answer_that_drips_ends_at_the_deadline_as_an_unknown_outcome_never_s
     receipt = get(api_client, session, receipt_url(body["invocation_id"])).json()
     assert (receipt["dispatch_state"], receipt["journal_state"]) == ("attempted", "uncertain")
     assert chaos_business.writes(tool) == chaos_business.calls(tool) == 1
+
+
+# --- the path sent is the path signed ------------------------------------------------------------------
+SENT_AS_IS = ["a/..", "%2e", "%2e%2e", ".%2e", "%2E.", "..%2f", "...", ".a", "a.", "a/../b", "./", "..\\"]
+DOT_SEGMENTS = [".", ".."]
+
+
+@pytest.mark.parametrize("value", DOT_SEGMENTS + SENT_AS_IS)
+def test_the_path_received_is_byte_for_byte_the_path_signed_or_nothing_is_sent(chaos_business, value):
+    [tool] = [t for t in compile_spec(chaos_business.spec, provider="chaos").tools if t.name == "chaos_item"]
+    chaos_business.reset()
+    try:
+        request = http_dispatch.dispatch_request_build(
+            tool=tool,
+            arguments={"item": value},
+            base_url=chaos_business.base_url,
+            secret=chaos_business.secret,
+            job_id="job-path",
+            client_app_id="agent-path",
+            on_behalf_of="alice",
+            idempotency_key=None,
+        )
+    except http_dispatch.DispatchBuildError as refused:
+        assert value in DOT_SEGMENTS
+        assert refused.code == "path_invalid"
+        assert chaos_business.targets() == []
+        return
+    assert value in SENT_AS_IS
+    outcome = http_dispatch.dispatch_send(request, timeout_ms=TIMEOUT_MS)
+    assert chaos_business.targets() == [request.path_with_query]
+    assert outcome.ok, outcome  # the business verified the signature over the target it received
+    assert json.loads(outcome.text)["target"] == request.path_with_query
+
+
+@pytest.mark.parametrize("value", DOT_SEGMENTS)
+def test_a_dot_segment_path_argument_is_refused_before_dispatch(api_client, session, chaos_business, value):
+    body = invoke_body(session, ROUTE, "chaos_item", {"item": value})
+    result = post(api_client, session, INVOKE_URL, body).json()
+    assert result["state"] == "rejected_before_dispatch", result
+    invocation = ToolInvocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation.reason_code == "path_invalid"
+    assert not ToolCallJournal.objects.filter(invocation=invocation).exists()
+    assert chaos_business.targets() == []
+
+
+def test_a_path_argument_with_dots_inside_a_segment_is_sent_as_signed(api_client, session, chaos_business):
+    body = invoke_body(session, ROUTE, "chaos_item", {"item": "a/.."})
+    result = post(api_client, session, INVOKE_URL, body).json()
+    assert result["state"] == "executed", result
+    assert chaos_business.targets() == ["/chaos/items/a%2F.."]
+    assert json.loads(result["text"])["target"] == "/chaos/items/a%2F.."
 
 
 # --- outbound targets ------------------------------------------------------------------------------------

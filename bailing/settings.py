@@ -359,10 +359,16 @@ BAILING_ANSWER_CHAT_TIMEOUT = env.float("BAILING_ANSWER_CHAT_TIMEOUT", default=3
 # --- Governed tool invocations and approvals ---------------------------------------------------------
 # An approval left undecided this long acts as denied (0 = approvals never expire).
 BAILING_APPROVAL_TTL_SECONDS = env.int("BAILING_APPROVAL_TTL_SECONDS", default=0)
-# Approval webhook attempts: seconds to wait before each (retries on network errors, 5xx and 429).
+# Approval webhook attempts: seconds to wait before each (retries on network errors, timeouts, 5xx
+# and 429).
 BAILING_APPROVAL_NOTIFY_DELAYS = [
     float(value) for value in env.list("BAILING_APPROVAL_NOTIFY_DELAYS", default=["0", "2", "10"])
 ]
+# Seconds one webhook attempt may take in all: connecting, sending, the answer's headers and the
+# little of its body the hub reads (agent_runtime/services/approval_requests.py).
+BAILING_APPROVAL_NOTIFY_TIMEOUT = env.float("BAILING_APPROVAL_NOTIFY_TIMEOUT", default=10.0)
+if not 0 < BAILING_APPROVAL_NOTIFY_TIMEOUT <= 300:
+    raise ImproperlyConfigured("BAILING_APPROVAL_NOTIFY_TIMEOUT must be above 0 and at most 300 seconds")
 
 # --- Outbound targets (docs/protocol.md "Outbound targets", bailing/outbound_targets.py) ---------------
 # Private networks (RFC 1918, CGNAT 100.64.0.0/10, fc00::/7 …) the hub may call — tool providers,

@@ -97,3 +97,10 @@ def test_outbound_allowed_networks_take_private_ranges():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "['10.20.0.0/16', '100.64.0.0/10', 'fd00:1::/64']"
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "301"])
+def test_the_approval_webhook_timeout_must_be_a_sensible_number_of_seconds(timeout):
+    result = run_manage("check", BAILING_APPROVAL_NOTIFY_TIMEOUT=timeout)
+    assert result.returncode != 0
+    assert "BAILING_APPROVAL_NOTIFY_TIMEOUT" in result.stderr

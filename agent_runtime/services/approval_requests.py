@@ -8,7 +8,7 @@ a signed ``POST`` (the callback scheme, keyed by the owning client's Client Toke
 system holds), retried on a network error, a timeout, a 5xx or a 429 after 0, 2 and 10 s
 (``BAILING_APPROVAL_NOTIFY_DELAYS``). Each attempt is bounded in time and in bytes: one deadline of
 ``BAILING_APPROVAL_NOTIFY_TIMEOUT`` (10 s) for connecting, sending, the answer's headers and what is
-read of its body, and at most :data:`NOTIFY_ANSWER_MAX_BYTES` of that body read — the hub needs only
+read of its body, and reading stops after :data:`NOTIFY_ANSWER_MAX_BYTES` of that body — the hub needs only
 the status, so a huge, endless or dripping answer costs neither memory nor more than the deadline.
 The URL obeys the outbound target rules (docs/protocol.md "Outbound targets"), checked again at
 delivery: a refused one is ``target_forbidden`` and is not retried. Delivery never blocks or fails the
@@ -49,8 +49,9 @@ INTENT_SCHEMA = "bailing.approval-intent.v1"
 DECISION_SCHEMA = "bailing.approval-decision.v1"
 WEBHOOK_TYPES = frozenset({"business_webhook", "approval_webhook"})
 PLAIN_WEBHOOK_TYPE = "webhook"
-# The most of a webhook answer's body read per attempt: only its status matters, the rest is not
-# kept, and reading stops here (a business system could answer megabytes, or never stop).
+# Reading a webhook answer's body stops once this much of it has arrived: only its status matters,
+# nothing of the body is kept, and a business system could answer megabytes or never stop. The
+# socket is read 64 KiB at a time, so an attempt takes in less than twice this.
 NOTIFY_ANSWER_MAX_BYTES = 64 * 1024
 NOTIFY_TARGET_FORBIDDEN = "target_forbidden"
 # Notifications carry the complete arguments up to this size; a larger snapshot is left out (with

@@ -15,6 +15,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from bailing.outbound_targets import parse_allowed_networks
+
 # The hub's home: templates/, static/, examples/ and manage.py beside the code, and var/ (its state: the
 # development secret key, the embedded database, collected static files, the demo's secrets). The
 # checkout by default; the container image installs the packages into a virtualenv (non-editable) and
@@ -351,13 +353,14 @@ BAILING_ANSWER_CHAT_URL = env.str("BAILING_ANSWER_CHAT_URL", default="").strip()
 BAILING_ANSWER_CHAT_MODEL = env.str("BAILING_ANSWER_CHAT_MODEL", default="").strip()
 # Sent as "Authorization: Bearer <key>" when set; never logged or shown.
 BAILING_ANSWER_CHAT_API_KEY = env.str("BAILING_ANSWER_CHAT_API_KEY", default="")
-# Seconds the chat request may wait at each step (connect, model time) and to read the whole answer.
+# Seconds the whole chat request may take: connecting, the model's time and reading the answer.
 BAILING_ANSWER_CHAT_TIMEOUT = env.float("BAILING_ANSWER_CHAT_TIMEOUT", default=30.0)
 
 # --- Governed tool invocations and approvals ---------------------------------------------------------
 # An approval left undecided this long acts as denied (0 = approvals never expire).
 BAILING_APPROVAL_TTL_SECONDS = env.int("BAILING_APPROVAL_TTL_SECONDS", default=0)
-# Approval webhook attempts: seconds to wait before each (retries on network errors, 5xx and 429).
+# Approval webhook attempts: seconds to wait before each (retries on network errors, timeouts, 5xx
+# and 429).
 BAILING_APPROVAL_NOTIFY_DELAYS = [
     float(value) for value in env.list("BAILING_APPROVAL_NOTIFY_DELAYS", default=["0", "2", "10"])
 ]
@@ -365,3 +368,22 @@ BAILING_APPROVAL_NOTIFY_DELAYS = [
 # provider's `max_concurrent_calls` overrides it). Keep it below GUNICORN_THREADS, so a business
 # system that stalls can never hold every thread of a worker.
 BAILING_PROVIDER_MAX_CONCURRENT_CALLS = env.int("BAILING_PROVIDER_MAX_CONCURRENT_CALLS", default=2)
+# Seconds one webhook attempt may take in all: connecting, sending, the answer's headers and the
+# little of its body the hub reads (agent_runtime/services/approval_requests.py).
+BAILING_APPROVAL_NOTIFY_TIMEOUT = env.float("BAILING_APPROVAL_NOTIFY_TIMEOUT", default=10.0)
+if not 0 < BAILING_APPROVAL_NOTIFY_TIMEOUT <= 300:
+    raise ImproperlyConfigured("BAILING_APPROVAL_NOTIFY_TIMEOUT must be above 0 and at most 300 seconds")
+
+# --- Outbound targets (docs/protocol.md "Outbound targets", bailing/outbound_targets.py) ---------------
+# Private networks (RFC 1918, CGNAT 100.64.0.0/10, fc00::/7 …) the hub may call — tool providers,
+# approval webhooks, the answer model — as comma-separated CIDRs; empty (the default) allows none.
+# Loopback and public addresses are always allowed; link-local (169.254.0.0/16 and fe80::/10, where
+# cloud metadata services answer), unspecified, multicast, broadcast and reserved ones never are, and
+# a network overlapping them is refused here.
+BAILING_OUTBOUND_ALLOWED_NETWORKS = [
+    entry.strip() for entry in env.list("BAILING_OUTBOUND_ALLOWED_NETWORKS", default=[]) if entry.strip()
+]
+try:
+    parse_allowed_networks(BAILING_OUTBOUND_ALLOWED_NETWORKS)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"BAILING_OUTBOUND_ALLOWED_NETWORKS: {exc}") from None

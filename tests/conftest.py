@@ -9,8 +9,15 @@ from rest_framework.test import APIClient
 
 # Fixtures shared across test packages: ``external_database_url`` (a throwaway database on the
 # machine's PostgreSQL 15, for the DATABASE_URL path and the lexical fallback); ``database_down`` and
-# ``throwaway_server`` (broken databases for the outage tests, never the shared test database).
-pytest_plugins = ["tests.support.external_db", "tests.support.console", "tests.support.outage"]
+# ``throwaway_server`` (broken databases for the outage tests, never the shared test database);
+# ``loopback_only`` and ``stand_in_resolver`` (outbound-policy tests: no connection beyond loopback,
+# a scripted resolver for the outbound backend).
+pytest_plugins = [
+    "tests.support.external_db",
+    "tests.support.console",
+    "tests.support.outage",
+    "tests.support.outbound",
+]
 
 
 # Tables a transactional test's teardown keeps: what migrate's post_migrate fills in once (content

@@ -26,6 +26,8 @@ from agent_runtime.patterns import RESOURCE_NAME
 from agent_runtime.validation import is_loopback_host
 from bailing.api.limits import compact_json_utf8_bytes, utf16_length
 from bailing.api.text import has_control_chars, has_lone_surrogate
+from bailing.outbound import literal_host_problem
+from bailing.outbound_targets import PRIVATE
 
 
 class ConfigError(Exception):
@@ -282,11 +284,33 @@ def read_base_url(value: Any, path: str) -> str:
         raise ConfigError(path, "must not contain a fragment")
     if not parts.hostname:
         raise ConfigError(path, "must be an http or https URL with a host")
-    if parts.scheme == "https":
-        return text
-    if parts.scheme == "http" and is_loopback_host(parts.hostname):
-        return text
-    raise ConfigError(path, "must be https, or http to a loopback host (127.0.0.1, ::1, localhost)")
+    _check_outbound_target(parts.scheme, parts.hostname, path)
+    return text
+
+
+def read_webhook_url(value: Any, path: str) -> str:
+    """A URL the hub posts to (approval webhooks): :func:`read_url`, under the same outbound rules
+    as a provider's ``base_url`` — https, or plain http only to a loopback host, and never a literal
+    address the outbound target policy refuses."""
+    text = read_url(value, path)
+    parts = urlsplit(text)
+    _check_outbound_target(parts.scheme, parts.hostname or "", path)
+    return text
+
+
+def _check_outbound_target(scheme: str, host: str, path: str) -> None:
+    """The config-time half of docs/protocol.md "Outbound targets": plain http only to loopback, and
+    a host written as an IP address must be one the hub may call. Host names are judged when they
+    are resolved, on every connection (``bailing.outbound``)."""
+    if not (scheme == "https" or (scheme == "http" and is_loopback_host(host))):
+        raise ConfigError(path, "must be https, or http to a loopback host (127.0.0.1, ::1, localhost)")
+    kind = literal_host_problem(host)
+    if kind == PRIVATE:
+        raise ConfigError(
+            path, "points at a private address; list its network in BAILING_OUTBOUND_ALLOWED_NETWORKS"
+        )
+    if kind:
+        raise ConfigError(path, f"points at a {kind.replace('_', '-')} address, which the hub never calls")
 
 
 def read_secret_reference(data: dict, path: str) -> dict[str, str]:

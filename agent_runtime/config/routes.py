@@ -28,6 +28,7 @@ from agent_runtime.config.fields import (
     read_resource_name,
     read_string,
     read_url,
+    read_webhook_url,
 )
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS, ROUTE_KEY_CONFIG
 from bailing.api.limits import SHORT_TEXT_MAX_CHARS
@@ -238,7 +239,8 @@ def _approval(value: Any, path: str) -> dict:
         )
     }
     if "url" in data:
-        result["url"] = read_url(data["url"], field_path(path, "url"))
+        # The hub posts approval notifications here: the outbound target rules apply.
+        result["url"] = read_webhook_url(data["url"], field_path(path, "url"))
     elif result["type"] in _WEBHOOK_APPROVAL_TYPES:
         raise ConfigError(field_path(path, "url"), "is required for webhook approval types")
     if "to" in data:

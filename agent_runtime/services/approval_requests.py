@@ -5,9 +5,15 @@ arguments, with the ``bailing.approval-intent.v1`` snapshot the approver decides
 (docs/protocol.md "Approvals"). When the route names an approval channel (``tools.approval``), a
 notification is recorded in the same transaction and delivered *after* commit, on a thread of its own:
 a signed ``POST`` (the callback scheme, keyed by the owning client's Client Token, which the business
-system holds), 10 s per attempt, retried on a network error, a 5xx or a 429 after 0, 2 and 10 s.
-Delivery never blocks or fails the agent's call; its outcome is on the notification row, shown in the
-console (and a failed one can be sent again from there).
+system holds), retried on a network error, a timeout, a 5xx or a 429 after 0, 2 and 10 s
+(``BAILING_APPROVAL_NOTIFY_DELAYS``). Each attempt is bounded in time and in bytes: one deadline of
+``BAILING_APPROVAL_NOTIFY_TIMEOUT`` (10 s) for connecting, sending, the answer's headers and what is
+read of its body, and reading stops after :data:`NOTIFY_ANSWER_MAX_BYTES` of that body — the hub needs only
+the status, so a huge, endless or dripping answer costs neither memory nor more than the deadline.
+The URL obeys the outbound target rules (docs/protocol.md "Outbound targets"), checked again at
+delivery: a refused one is ``target_forbidden`` and is not retried. Delivery never blocks or fails the
+agent's call; its outcome is on the notification row, shown in the console (and a failed one can be
+sent again from there).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agent_runtime import budgets
+from agent_runtime.config.fields import ConfigError, read_webhook_url
 from agent_runtime.models import ApprovalNotification, Client, ToolApproval, ToolInvocation
 from agent_runtime.selectors.routes import WorkspaceAccess
 from agent_runtime.services.clients import client_token_plaintext
@@ -34,7 +41,7 @@ from bailing.api.jsjson import js_string, js_stringify
 from bailing.api.limits import compact_json_utf8_bytes, truncate_utf8
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from bailing.outbound import outbound_client
+from bailing.outbound import TargetForbidden, outbound_client
 from bailing.signing import sign_callback
 
 logger = logging.getLogger("bailing.approvals")
@@ -43,7 +50,11 @@ INTENT_SCHEMA = "bailing.approval-intent.v1"
 DECISION_SCHEMA = "bailing.approval-decision.v1"
 WEBHOOK_TYPES = frozenset({"business_webhook", "approval_webhook"})
 PLAIN_WEBHOOK_TYPE = "webhook"
-NOTIFY_TIMEOUT_SECONDS = 10
+# Reading a webhook answer's body stops once this much of it has arrived: only its status matters,
+# nothing of the body is kept, and a business system could answer megabytes or never stop. The
+# socket is read 64 KiB at a time, so an attempt takes in less than twice this.
+NOTIFY_ANSWER_MAX_BYTES = 64 * 1024
+NOTIFY_TARGET_FORBIDDEN = "target_forbidden"
 # A notification body is at most this (spec: notifications are bounded): the complete arguments when
 # they fit, else left out (``args_omitted``) and read on demand in the console.
 WEBHOOK_BODY_MAX_BYTES = budgets.WEBHOOK_BODY_MAX_BYTES
@@ -297,8 +308,42 @@ def _notification_body(
     return body
 
 
-def _retryable(status: int | None) -> bool:
+def _retryable(status: int | None, error: str) -> bool:
+    if error == NOTIFY_TARGET_FORBIDDEN:
+        return False  # the policy will refuse the same address again
     return status is None or status >= 500 or status == 429
+
+
+def _notify_attempt(url: str, raw: bytes, headers: dict[str, str]) -> tuple[int | None, str]:
+    """One POST: its status (None without one) and the error code ("" with a status)."""
+    try:
+        with (
+            outbound_client(
+                timeout=settings.BAILING_APPROVAL_NOTIFY_TIMEOUT,
+                # Uncompressed: the byte cap then bounds what the business system sends, not a
+                # decompressed expansion of it.
+                headers={"Accept-Encoding": "identity"},
+            ) as client,
+            client.stream("POST", url, content=raw, headers=headers) as response,
+        ):
+            status = response.status_code
+            read = 0
+            try:
+                for chunk in response.iter_raw():
+                    read += len(chunk)
+                    if read >= NOTIFY_ANSWER_MAX_BYTES:
+                        break
+            except httpx.HTTPError:
+                # The status has arrived and is the answer; a body cut short or past the attempt's
+                # deadline changes nothing.
+                pass
+        return status, ""
+    except TargetForbidden:
+        return None, NOTIFY_TARGET_FORBIDDEN
+    except httpx.TimeoutException:
+        return None, "timeout"
+    except httpx.HTTPError:
+        return None, "unreachable"
 
 
 def approval_notification_deliver(notification_id: int) -> ApprovalNotification:
@@ -312,6 +357,11 @@ def approval_notification_deliver(notification_id: int) -> ApprovalNotification:
         return _notification_record(
             notification, delivered=False, status=None, error="client_token_unavailable"
         )
+    try:
+        # Routes applied before the outbound rules existed may still name such a URL.
+        read_webhook_url(notification.url, "url")
+    except ConfigError:
+        return _notification_record(notification, delivered=False, status=None, error=NOTIFY_TARGET_FORBIDDEN)
     raw = js_stringify(approval_notification_body(approval, notification.channel)).encode("utf-8")
     delays = settings.BAILING_APPROVAL_NOTIFY_DELAYS
     status: int | None = None
@@ -320,20 +370,13 @@ def approval_notification_deliver(notification_id: int) -> ApprovalNotification:
         if delay:
             time.sleep(delay)
         headers = {"Content-Type": "application/json", **sign_callback(secret=token, body=raw)}
-        try:
-            with outbound_client(timeout=NOTIFY_TIMEOUT_SECONDS) as client:
-                response = client.post(notification.url, content=raw, headers=headers)
-            status, error = response.status_code, ""
-        except httpx.TimeoutException:
-            status, error = None, "timeout"
-        except httpx.HTTPError:
-            status, error = None, "unreachable"
+        status, error = _notify_attempt(notification.url, raw, headers)
         ApprovalNotification.objects.filter(pk=notification.pk).update(
             attempts=attempt + 1, last_http_status=status, last_error=error, last_attempt_at=timezone.now()
         )
         if status is not None and 200 <= status < 300:
             return _notification_record(notification, delivered=True, status=status, error="")
-        if not _retryable(status):
+        if not _retryable(status, error):
             break
     return _notification_record(
         notification,

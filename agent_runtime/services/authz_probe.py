@@ -17,8 +17,10 @@ on ``base_url``'s origin and signed exactly as sent.
 "bailing-authz-probe", "expect": "deny"}``; ``GET`` has no body. Headers: the tool-call signature
 (``bailing.signing.sign_tool_request``) over method, path, body, the probe subject and job id
 ``probe``, plus ``X-Bailing-Client: __probe__`` and ``X-Bailing-Tool-Scope: __probe__.authz``, as
-BailingHub sends them. The provider's ``timeout_ms`` is the overall deadline; no redirects, no proxy
-environment, at most :data:`PROBE_BODY_MAX_BYTES` of answer read. Never inside a transaction.
+BailingHub sends them. The provider's ``timeout_ms`` is one absolute deadline for connecting, sending,
+the headers and the body (``bailing.outbound``); no redirects, no proxy environment, only addresses the
+outbound target policy allows, at most :data:`PROBE_BODY_MAX_BYTES` of answer read. Never inside a
+transaction.
 
 **Outcome** (``ToolProvider.authz_probe``): ``{status, http?, tool?, mode?, requires_subject?,
 reason, at}``, ``mode`` ``dedicated`` (a declared endpoint; ``tool`` is reserved for probing one of
@@ -30,7 +32,8 @@ the compiled tools, which this hub does not do) and ``requires_subject`` always 
 ``suspect``        any other 2xx: the nobody subject was served (``nobody_authorized`` when the
                    body says ``true``, else ``nobody_served``)
 ``inconclusive``   any other status (``unexpected_status``: redirects, 404, 5xx...), no answer
-                   (``no_answer``) or the deadline (``timeout``)
+                   (``no_answer``), the deadline (``timeout``) or an address the outbound target
+                   policy refuses (``target_forbidden``)
 ``skipped``        nothing probed: ``inline_spec``, ``not_declared``, ``declaration_invalid``,
                    ``secret_missing``, ``secret_unreadable``
 =================  =============================================================================
@@ -43,7 +46,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -56,7 +58,7 @@ from agent_runtime.config import origin_path_problem
 from agent_runtime.models import ToolProvider
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from bailing.outbound import outbound_client
+from bailing.outbound import TargetForbidden, outbound_client
 from bailing.signing import CLIENT_HEADER, TOOL_SCOPE_HEADER, sign_tool_request
 
 __all__ = [
@@ -184,10 +186,6 @@ def _classified(status: int, body: bytes) -> tuple[str, str]:
     return "inconclusive", "unexpected_status"
 
 
-class _Timeout(Exception):
-    pass
-
-
 def _send(provider: ToolProvider, target: ProbeTarget, secret: str) -> tuple[int, bytes]:
     """One signed probe request: the status and at most ``PROBE_BODY_MAX_BYTES`` of its 2xx body."""
     # Like the spec fetch: the declared path on base_url's origin, sent exactly as signed.
@@ -205,11 +203,10 @@ def _send(provider: ToolProvider, target: ProbeTarget, secret: str) -> tuple[int
     headers.update({CLIENT_HEADER: PROBE_CLIENT, TOOL_SCOPE_HEADER: PROBE_SCOPE})
     if body:
         headers["Content-Type"] = "application/json"
-    timeout = provider.timeout_ms / 1000
-    deadline = time.monotonic() + timeout
+    # One deadline, the provider's timeout, for connecting, sending, headers and body together.
     with (
         outbound_client(
-            timeout=timeout,
+            timeout=provider.timeout_ms / 1000,
             headers={"User-Agent": _USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"},
         ) as client,
         client.stream(target.method, url, headers=headers, content=body) as response,
@@ -219,11 +216,9 @@ def _send(provider: ToolProvider, target: ProbeTarget, secret: str) -> tuple[int
         if 200 <= status < 300:
             for chunk in response.iter_bytes():
                 received += chunk
-                # Only the start matters (a small JSON verdict); a slow drip is cut at the deadline.
+                # Only the start matters (a small JSON verdict).
                 if len(received) >= PROBE_BODY_MAX_BYTES:
                     break
-                if time.monotonic() > deadline:
-                    raise _Timeout()
         return status, bytes(received[:PROBE_BODY_MAX_BYTES])
 
 
@@ -235,7 +230,9 @@ def authz_probe_run(*, provider: ToolProvider, target: ProbeTarget, secret: str)
     facts = _target_facts(target)
     try:
         status, body = _send(provider, target, secret)
-    except (_Timeout, httpx.TimeoutException):
+    except TargetForbidden:
+        return {"status": "inconclusive", **facts, "reason": "target_forbidden", "at": _now()}
+    except httpx.TimeoutException:
         return {"status": "inconclusive", **facts, "reason": "timeout", "at": _now()}
     except httpx.HTTPError:
         return {"status": "inconclusive", **facts, "reason": "no_answer", "at": _now()}

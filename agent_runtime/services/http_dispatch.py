@@ -16,10 +16,16 @@ what BailingHub business systems expect:
   ``X-Bailing-Idempotency-Key`` for every tool that is not read-only, and the declared header
   parameters.
 
+A path whose arguments make a ``.`` or ``..`` segment is refused (``path_invalid``): the path sent
+must be the path signed, and dot segments are removed on the way (:func:`has_dot_segment`).
+
 Outcomes: a response with a status is *answered* (2xx executed, anything else business-rejected, its
-text shaped by :func:`answer_text`); a connection that could not be opened is *not sent*; anything
+text shaped by :func:`answer_text`); a connection that could not be opened, or a target the outbound
+policy refuses (``target_forbidden``, docs/protocol.md "Outbound targets"), is *not sent*; anything
 after the connection was opened that left no complete response (timeout, reset, a body cut short or
-unreadable) is *unknown*, and is never sent again (docs/protocol.md "Unknown outcomes"). Redirects are
+unreadable) is *unknown*, and is never sent again (docs/protocol.md "Unknown outcomes"). The call has
+one absolute deadline — the tool's ``timeout_ms`` or the provider's — for connecting, sending, the
+response headers and the body together; past it the outcome is unknown (``timeout``). Redirects are
 not followed; proxies are never used.
 """
 
@@ -39,7 +45,7 @@ from agent_runtime.invocation_results import result_text
 from agent_runtime.tools.compiler import CompiledTool
 from bailing.api.jsjson import js_string, js_stringify
 from bailing.api.limits import cut_utf16, utf16_length
-from bailing.outbound import outbound_client
+from bailing.outbound import TargetForbidden, outbound_client
 from bailing.signing import (
     CLIENT_HEADER,
     IDEMPOTENCY_KEY_HEADER,
@@ -125,6 +131,16 @@ def answer_text(status: int, body: str, content_type: str) -> str:
     return f"HTTP {status}: {error}" if error else f"HTTP {status} with an empty body."
 
 
+def has_dot_segment(path: str) -> bool:
+    """Whether ``path`` has a ``.`` or ``..`` segment (also written ``%2e``).
+
+    ``encodeURIComponent`` leaves dots as they are, so a path argument ``..`` makes one; HTTP clients
+    and servers remove dot segments (httpx does so when it parses the URL, after the hub signed it),
+    and the call would reach another path than the one signed. Such a path is refused instead.
+    """
+    return any(segment.lower().replace("%2e", ".") in (".", "..") for segment in path.split("/"))
+
+
 def dispatch_request_build(
     *,
     tool: CompiledTool,
@@ -159,7 +175,7 @@ def dispatch_request_build(
         else:
             body[name] = value
     path_with_query = path + ("?" + "&".join(query) if query else "")
-    if not is_sendable_header_value(path_with_query):
+    if not is_sendable_header_value(path_with_query) or has_dot_segment(path):
         raise DispatchBuildError("path_invalid")
     method = tool.method.upper()
     raw_body = b"" if method in _BODYLESS else js_stringify(body).encode("utf-8")
@@ -208,20 +224,22 @@ def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutco
     after the request was written, making an unsent call look uncertain.
     """
     started = time.monotonic()
-    deadline = started + timeout_ms / 1000
-
-    def remaining() -> float:
-        return max(0.001, deadline - time.monotonic())
 
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    with outbound_client(timeout=httpx.Timeout(remaining()), keep_alive=False) as client:
+    # The client gives the request one absolute deadline (connect, TLS, sending, headers and body
+    # together; bailing.outbound): a business system that drips header lines or body bytes cannot
+    # hold the call past it.
+    with outbound_client(timeout=timeout_ms / 1000, keep_alive=False) as client:
         http_request = client.build_request(
             request.method, request.url, headers=request.headers, content=request.body or None
         )
         try:
             response = client.send(http_request, stream=True)
+        except TargetForbidden:
+            # Refused before any connection was opened: nothing was sent.
+            return DispatchOutcome(OUTCOME_NOT_SENT, error="target_forbidden", duration_ms=elapsed_ms())
         except (httpx.ConnectError, httpx.ConnectTimeout):
             return DispatchOutcome(OUTCOME_NOT_SENT, error="business_unreachable", duration_ms=elapsed_ms())
         except httpx.TimeoutException:
@@ -235,13 +253,6 @@ def dispatch_send(request: DispatchRequest, *, timeout_ms: int) -> DispatchOutco
                 size += len(chunk)
                 if size <= RESPONSE_READ_MAX_BYTES:
                     chunks.append(chunk)
-                if time.monotonic() > deadline:
-                    return DispatchOutcome(
-                        OUTCOME_UNKNOWN,
-                        status=response.status_code,
-                        error="timeout",
-                        duration_ms=elapsed_ms(),
-                    )
                 if size > RESPONSE_READ_MAX_BYTES:
                     break
         except httpx.TimeoutException:

@@ -17,9 +17,11 @@ audit event (the ledger records only *that* it changed) or put in an error.
   never retries with a signature.
 * ``spec_source: inline``: recompiles the stored inline spec (useful after a compiler upgrade).
 
-Every request has the provider's ``timeout_ms`` as an overall deadline, follows no redirects (a
-signed request must not be replayed to another host), ignores proxy environment variables, and
-reads at most :data:`SPEC_MAX_BYTES` of body. The text is JSON or YAML (``parse_spec_text``) and
+Every request has the provider's ``timeout_ms`` as one absolute deadline for connecting, sending,
+the response headers and the body together (``bailing.outbound``), follows no redirects (a signed
+request must not be replayed to another host), ignores proxy environment variables, connects only to
+addresses the outbound target policy allows (``target_forbidden`` otherwise), and reads at most
+:data:`SPEC_MAX_BYTES` of body. The text is JSON or YAML (``parse_spec_text``) and
 must compile without a fatal warning; only then does :func:`provider_spec_store` replace the tools.
 
 **Authorization probe.** After a successful refresh of a URL spec that declares
@@ -50,7 +52,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import secrets as stdlib_secrets
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +77,7 @@ from bailing.api.hashing import constant_time_equals
 from bailing.api.text import has_control_chars, has_lone_surrogate
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from bailing.outbound import outbound_client
+from bailing.outbound import TargetForbidden, outbound_client
 from bailing.signing import sign_spec_fetch
 
 __all__ = [
@@ -117,6 +118,7 @@ SPEC_UNPARSEABLE = "spec_unparseable"
 SPEC_INVALID = "spec_invalid"
 SPEC_NOT_PROTECTED = "spec_not_protected"
 SPEC_PROBE_INCONCLUSIVE = "spec_probe_inconclusive"
+TARGET_FORBIDDEN = "target_forbidden"
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,13 @@ class _RefreshFailed(Exception):
 
 
 class _NoAnswer(Exception):
-    """A request got no HTTP answer; ``timeout`` says whether the deadline passed."""
+    """A request got no HTTP answer; ``timeout`` says whether the deadline passed, ``forbidden``
+    whether the outbound target policy refused the address (nothing was sent then)."""
 
-    def __init__(self, *, timeout: bool):
-        super().__init__("timeout" if timeout else "unreachable")
+    def __init__(self, *, timeout: bool, forbidden: bool = False):
+        super().__init__("forbidden" if forbidden else "timeout" if timeout else "unreachable")
         self.timeout = timeout
+        self.forbidden = forbidden
 
 
 @dataclass(frozen=True)
@@ -244,9 +248,10 @@ def _spec_fetch_url(provider: ToolProvider) -> str:
 
 
 def _get(
-    client: httpx.Client, url: str, headers: dict[str, str], *, deadline: float, read_body: bool
+    client: httpx.Client, url: str, headers: dict[str, str], *, read_body: bool
 ) -> tuple[int, bytes | None]:
-    """One GET: the status and, when asked and 2xx, the body (at most ``SPEC_MAX_BYTES``)."""
+    """One GET: the status and, when asked and 2xx, the body (at most ``SPEC_MAX_BYTES``), all of it
+    within the provider's timeout (the outbound client's deadline covers headers and body)."""
     try:
         with client.stream("GET", url, headers=headers) as response:
             status = response.status_code
@@ -260,11 +265,9 @@ def _get(
                 body += chunk
                 if len(body) > SPEC_MAX_BYTES:
                     raise _RefreshFailed(SPEC_TOO_LARGE, f"the spec is larger than {SPEC_MAX_BYTES} bytes")
-                # httpx timeouts bound each read, not the whole transfer: a slow drip of bytes
-                # must not hold a refresh for longer than the provider's timeout.
-                if time.monotonic() > deadline:
-                    raise _NoAnswer(timeout=True)
             return status, bytes(body)
+    except TargetForbidden:
+        raise _NoAnswer(timeout=False, forbidden=True) from None
     except httpx.TimeoutException:
         raise _NoAnswer(timeout=True) from None
     except httpx.HTTPError:
@@ -284,6 +287,12 @@ def _http_client(provider: ToolProvider) -> httpx.Client:
 
 
 def _no_answer_failure(error: _NoAnswer, probe: dict[str, Any], what: str) -> _RefreshFailed:
+    if error.forbidden:
+        return _RefreshFailed(
+            TARGET_FORBIDDEN,
+            "the provider's address is not an allowed outbound target (BAILING_OUTBOUND_ALLOWED_NETWORKS)",
+            probe,
+        )
     if error.timeout:
         return _RefreshFailed(SPEC_TIMEOUT, f"the {what} did not complete within the provider timeout", probe)
     return _RefreshFailed(SPEC_UNREACHABLE, f"the provider could not be reached for the {what}", probe)
@@ -297,9 +306,9 @@ def _negative_class(status: int | None) -> str:
     return "unexpected"
 
 
-def _negative_probe(client: httpx.Client, url: str, headers: dict[str, str], deadline: float) -> int | None:
+def _negative_probe(client: httpx.Client, url: str, headers: dict[str, str]) -> int | None:
     try:
-        status, _ = _get(client, url, headers, deadline=deadline, read_body=False)
+        status, _ = _get(client, url, headers, read_body=False)
     except _NoAnswer:
         return None
     return status
@@ -307,18 +316,14 @@ def _negative_probe(client: httpx.Client, url: str, headers: dict[str, str], dea
 
 def _fetch_signed(provider: ToolProvider, secret: str, probe: dict[str, Any]) -> bytes:
     url = _spec_fetch_url(provider)
-    timeout = provider.timeout_ms / 1000
     with _http_client(provider) as client:
         try:
             status, body = _get(
-                client,
-                url,
-                sign_spec_fetch(secret=secret, path_with_query=provider.spec_url),
-                deadline=time.monotonic() + timeout,
-                read_body=True,
+                client, url, sign_spec_fetch(secret=secret, path_with_query=provider.spec_url), read_body=True
             )
         except _NoAnswer as error:
-            probe.update(status="inconclusive", reason="signed_request_no_answer")
+            reason = "target_forbidden" if error.forbidden else "signed_request_no_answer"
+            probe.update(status="inconclusive", reason=reason)
             raise _no_answer_failure(error, probe, "signed spec request") from None
         except _RefreshFailed as failure:
             probe.update(status="inconclusive", reason="signed_request_too_large")
@@ -333,10 +338,10 @@ def _fetch_signed(provider: ToolProvider, secret: str, probe: dict[str, Any]) ->
                 f"the provider answered HTTP {status} to the signed spec request{hint}",
                 probe,
             )
-        unsigned = _negative_probe(client, url, {}, time.monotonic() + timeout)
+        unsigned = _negative_probe(client, url, {})
         # A well-formed signature made with a random secret: only a wrong HMAC tells it apart.
         wrong = sign_spec_fetch(secret=stdlib_secrets.token_hex(32), path_with_query=provider.spec_url)
-        invalid = _negative_probe(client, url, wrong, time.monotonic() + timeout)
+        invalid = _negative_probe(client, url, wrong)
     if unsigned is not None:
         probe["unsigned_http"] = unsigned
     if invalid is not None:
@@ -366,15 +371,10 @@ def _fetch_signed(provider: ToolProvider, secret: str, probe: dict[str, Any]) ->
 def _fetch_public(provider: ToolProvider, probe: dict[str, Any]) -> bytes:
     with _http_client(provider) as client:
         try:
-            status, body = _get(
-                client,
-                _spec_fetch_url(provider),
-                {},
-                deadline=time.monotonic() + provider.timeout_ms / 1000,
-                read_body=True,
-            )
+            status, body = _get(client, _spec_fetch_url(provider), {}, read_body=True)
         except _NoAnswer as error:
-            probe.update(status="inconclusive", reason="unsigned_request_no_answer")
+            reason = "target_forbidden" if error.forbidden else "unsigned_request_no_answer"
+            probe.update(status="inconclusive", reason=reason)
             raise _no_answer_failure(error, probe, "spec request") from None
         except _RefreshFailed as failure:
             probe.update(status="inconclusive", reason="unsigned_request_too_large")

@@ -352,7 +352,7 @@ def _post(config: _ChatConfig, payload: dict[str, Any]) -> bytes:
     body = b""
     try:
         with (
-            outbound_client(timeout=httpx.Timeout(config.timeout), headers=headers) as client,
+            outbound_client(timeout=config.timeout, headers=headers) as client,
             client.stream("POST", config.url, json=payload) as response,
         ):
             if not 200 <= response.status_code < 300:

@@ -75,3 +75,32 @@ def test_env_example_lists_every_setting_read_from_the_environment():
     listed = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (ROOT / ".env.example").read_text(), re.MULTILINE))
     assert "SECRET_KEY" in read and "GUNICORN_WORKERS" in read
     assert read <= listed, sorted(read - listed)
+
+
+@pytest.mark.parametrize(
+    "networks",
+    ["169.254.0.0/16", "10.0.0.0/8,fe80::/10", "169.254.169.254", "0.0.0.0/0", "224.0.0.0/4", "not-a-cidr"],
+)
+def test_outbound_allowed_networks_refuse_link_local_and_other_never_allowed_ranges(networks):
+    result = run_manage("check", BAILING_OUTBOUND_ALLOWED_NETWORKS=networks)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "BAILING_OUTBOUND_ALLOWED_NETWORKS" in result.stderr
+
+
+def test_outbound_allowed_networks_take_private_ranges():
+    result = run_manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.BAILING_OUTBOUND_ALLOWED_NETWORKS)",
+        BAILING_OUTBOUND_ALLOWED_NETWORKS="10.20.0.0/16, 100.64.0.0/10,fd00:1::/64",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "['10.20.0.0/16', '100.64.0.0/10', 'fd00:1::/64']"
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "301"])
+def test_the_approval_webhook_timeout_must_be_a_sensible_number_of_seconds(timeout):
+    result = run_manage("check", BAILING_APPROVAL_NOTIFY_TIMEOUT=timeout)
+    assert result.returncode != 0
+    assert "BAILING_APPROVAL_NOTIFY_TIMEOUT" in result.stderr

@@ -15,6 +15,8 @@ from agent_runtime.tools.acc import ACC_SCHEMA
 from agent_runtime.tools.compiler import compile_spec
 from bailing import signing
 from tests.support.chaos_business import (
+    DRIP_INTERVAL,
+    DRIP_LENGTH,
     PARTIAL_BODY,
     PROMISED_LENGTH,
     SPEC_PATH,
@@ -28,7 +30,10 @@ WRITE_PATHS = {
     "chaos_hang": "/chaos/hang",
     "chaos_reset_mid_body": "/chaos/reset-mid-body",
     "chaos_slow_ok": "/chaos/slow-ok",
+    "chaos_drip_headers": "/chaos/drip-headers",
+    "chaos_drip_body": "/chaos/drip-body",
 }
+READS = ("chaos_read", "chaos_item")
 LOST_ANSWER = (httpx.RemoteProtocolError, httpx.ReadError)
 
 
@@ -99,7 +104,7 @@ def test_catalog_compiles_to_every_tool_without_warnings(chaos_business):
     for name, tool in tools.items():
         assert tool.risk == "medium"
         assert tool.input_schema["properties"], name
-        readonly = name == "chaos_read"
+        readonly = name in READS
         assert (tool.method, tool.readonly, tool.scope) == (
             ("GET", True, "chaos.read") if readonly else ("POST", False, "chaos.write")
         )
@@ -110,6 +115,10 @@ def test_catalog_compiles_to_every_tool_without_warnings(chaos_business):
     assert tools["chaos_slow_ok"].input_schema["required"] == ["delay_ms"]
     assert tools["chaos_read"].param_locations == {"mode": "query"}
     assert tools["chaos_bulk_ok"].approval.required is True
+    assert (tools["chaos_item"].path, tools["chaos_item"].param_locations) == (
+        "/chaos/items/{item}",
+        {"item": "path"},
+    )
 
 
 # --- gates ----------------------------------------------------------------------------------------
@@ -337,3 +346,66 @@ def test_fixture_listens_on_loopback_with_its_own_secret(chaos_business):
         assert (
             call(other, "POST", "/chaos/ok", {"note": "x"}, secret=chaos_business.secret).status_code == 401
         )
+
+
+def _raw_call(chaos, path: str, args) -> socket.socket:
+    """Send one signed POST on a raw socket and return the socket (the caller reads and closes)."""
+    body = encode(args)
+    headers = signed_headers(chaos, "POST", path, body)
+    host, port = chaos.base_url.removeprefix("http://").split(":")
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    raw = socket.create_connection((host, int(port)), timeout=5)
+    raw.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    return raw
+
+
+def _read_for(raw: socket.socket, seconds: float) -> bytes:
+    received = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        raw.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = raw.recv(4096)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def test_drip_headers_writes_then_sends_header_lines_that_never_end(chaos_business):
+    with _raw_call(chaos_business, "/chaos/drip-headers", {"note": "d"}) as raw:
+        received = _read_for(raw, DRIP_INTERVAL * 5.5)
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"\r\n\r\n" not in received  # the headers never end
+    assert 3 <= received.count(b"X-Drip: still coming\r\n") <= 6
+    assert chaos_business.writes("chaos_drip_headers") == 1
+
+
+def test_drip_body_writes_then_sends_one_byte_at_a_time(chaos_business):
+    with _raw_call(chaos_business, "/chaos/drip-body", {"note": "d"}) as raw:
+        received = _read_for(raw, DRIP_INTERVAL * 5.5)
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert f"Content-Length: {DRIP_LENGTH}".encode() in head
+    assert body.startswith(b"[") and 4 <= len(body) <= 7
+    assert chaos_business.writes("chaos_drip_body") == 1
+
+
+def test_the_drip_stops_when_the_client_hangs_up(chaos_business):
+    raw = _raw_call(chaos_business, "/chaos/drip-headers", {"note": "d"})
+    assert _read_for(raw, DRIP_INTERVAL * 1.5).startswith(b"HTTP/1.1 200 OK")
+    raw.close()
+    # The handler notices on its next line and its connection is released (stop() would hang else).
+    assert wait_until(lambda: not chaos_business._server._connections, timeout=5)
+
+
+def test_item_answers_the_request_target_and_every_target_is_recorded(chaos_business):
+    path = "/chaos/items/a%2F.."
+    response = call(chaos_business, "GET", path)
+    assert response.json() == {"ok": True, "tool": "chaos_item", "target": path}
+    assert call(chaos_business, "GET", "/chaos/items/x", secret="wrong").status_code == 401
+    assert chaos_business.targets() == [path, "/chaos/items/x"]
+    assert (chaos_business.writes("chaos_item"), chaos_business.rejected()) == (1, 1)

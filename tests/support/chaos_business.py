@@ -17,13 +17,23 @@ chaos_reset_mid_body    POST     writes, sends 200 headers with ``Content-Length
 chaos_slow_ok           POST     waits ``delay_ms``, then writes and answers 200 (nothing is written if
                                  the server stops while it waits); while held
                                  (:meth:`ChaosBusiness.hold_slow_calls`) it waits to be released
-chaos_read              GET      readonly; counts calls; ``mode=drop`` (or :meth:`ChaosBusiness.drop_reads`)
-                                 closes the connection without a response
 chaos_bulk_ok           POST     needs approval; takes a ``payload`` of any JSON up to the hub's argument
                                  budget, writes, answers 200 with the body's length and SHA-256 (the
                                  exact bytes are in :meth:`ChaosBusiness.requests`), or with the
                                  ``reply`` it was given (status and text/plain body)
+chaos_drip_headers      POST     writes, sends ``HTTP/1.1 200 OK`` and then one header line every
+                                 :data:`DRIP_INTERVAL` s, never ending the headers (until the client
+                                 hangs up or the server stops, at most :data:`DRIP_LIMIT_SECONDS`)
+chaos_drip_body         POST     writes, sends complete 200 headers promising :data:`DRIP_LENGTH` bytes,
+                                 then one body byte every :data:`DRIP_INTERVAL` s (same limits)
+chaos_read              GET      readonly; counts calls; ``mode=drop`` (or :meth:`ChaosBusiness.drop_reads`)
+                                 closes the connection without a response
+chaos_item              GET      readonly, ``/chaos/items/{item}``; answers 200 with the request target
+                                 it received
 ======================  =======  =========================================================================
+
+Every request target the server received (request line as sent, before any signature check) is
+recorded in order: :meth:`ChaosBusiness.targets`, to compare the path sent with the path signed.
 
 The fixture is not registered globally: import it in the ``conftest.py`` of the test package that
 uses it (importing it into a test module works too, but ruff then flags every test parameter of that
@@ -69,8 +79,11 @@ TOOLS = (
     "chaos_hang",
     "chaos_reset_mid_body",
     "chaos_slow_ok",
+    "chaos_drip_headers",
+    "chaos_drip_body",
     "chaos_read",
     "chaos_bulk_ok",
+    "chaos_item",
 )
 # Declared execution.timeout_ms: short so a hub gives up on chaos_hang quickly; chaos_slow_ok gets
 # room for its delay (a "worker killed during dispatch" test needs the call to be slow, not failed).
@@ -86,6 +99,11 @@ BULK_MAX_BODY_BYTES = 2 * 1024 * 1024
 # The partial answer of chaos_reset_mid_body: 10 bytes of a promised 1000.
 PARTIAL_BODY = b'{"ok":true'
 PROMISED_LENGTH = 1000
+# The drip tools: a line (or byte) this often, never finishing; they stop after this long at most.
+DRIP_INTERVAL = 0.2
+DRIP_LIMIT_SECONDS = 60.0
+DRIP_LENGTH = 100_000
+ITEM_PREFIX = "/chaos/items/"
 
 _ROUTES = {
     ("POST", "/chaos/ok"): "chaos_ok",
@@ -93,6 +111,8 @@ _ROUTES = {
     ("POST", "/chaos/hang"): "chaos_hang",
     ("POST", "/chaos/reset-mid-body"): "chaos_reset_mid_body",
     ("POST", "/chaos/slow-ok"): "chaos_slow_ok",
+    ("POST", "/chaos/drip-headers"): "chaos_drip_headers",
+    ("POST", "/chaos/drip-body"): "chaos_drip_body",
     ("GET", "/chaos/read"): "chaos_read",
     ("POST", "/chaos/bulk-ok"): "chaos_bulk_ok",
 }
@@ -232,6 +252,22 @@ def build_spec() -> dict[str, Any]:
                 approval={"required": True, "prompt": "Write the bulk record {note}?"},
             )
         },
+        "/chaos/drip-headers": {
+            "post": _write_operation(
+                "chaos_drip_headers",
+                "Record a write, then send response headers one line at a time, forever.",
+                "Never finishes its headers.",
+                **note_only,
+            )
+        },
+        "/chaos/drip-body": {
+            "post": _write_operation(
+                "chaos_drip_body",
+                "Record a write, then send the response body one byte at a time, forever.",
+                "Never finishes its body.",
+                **note_only,
+            )
+        },
         "/chaos/read": {
             "get": {
                 "operationId": "chaos_read",
@@ -253,6 +289,30 @@ def build_spec() -> dict[str, Any]:
                     timeout_ms=TIMEOUT_MS,
                     result="ok and the number of calls so far.",
                     when="Only in hub tests of lost answers to readonly calls.",
+                ),
+            }
+        },
+        "/chaos/items/{item}": {
+            "get": {
+                "operationId": "chaos_item",
+                "summary": "Echo the request target.",
+                "description": "Readonly test fixture of the hub: answers the request target it received.",
+                "parameters": [
+                    {
+                        "name": "item",
+                        "in": "path",
+                        "required": True,
+                        "description": "Any text; it ends up in the path.",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                    }
+                ],
+                "responses": {"200": {"description": "ok and the request target."}},
+                "x-agent-capability": _acc(
+                    "chaos.read",
+                    readonly=True,
+                    timeout_ms=TIMEOUT_MS,
+                    result="ok and the request target.",
+                    when="Only in hub tests of how path arguments reach the business system.",
                 ),
             }
         },
@@ -303,6 +363,7 @@ class _State:
         # While set, chaos_slow_ok waits for ``released`` (or its delay) instead of its delay alone.
         self.holding = False
         self.released = threading.Event()
+        self.targets: list[str] = []
 
     def perform(self, tool: str) -> int:
         with self.lock:
@@ -324,6 +385,7 @@ class _State:
             self.reads_to_drop = 0
             self.holding = False
             self.released.clear()
+            self.targets = []
 
 
 class _BadRequest(Exception):
@@ -423,6 +485,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         state = self.server.state
+        with state.lock:
+            state.targets.append(self.path)
         try:
             body = self._read_body()
         except _BadRequest as exc:
@@ -448,6 +512,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(self.server.spec_bytes)
             return
         tool = _ROUTES.get((self.command, parts.path))
+        if self.command == "GET" and parts.path.startswith(ITEM_PREFIX) and parts.path != ITEM_PREFIX:
+            tool = "chaos_item"
         if tool is None:
             known = any(path == parts.path for _, path in _ROUTES)
             self._send_json(405 if known else 404, {"error": "method_not_allowed" if known else "not_found"})
@@ -473,6 +539,10 @@ class _Handler(BaseHTTPRequestHandler):
         getattr(self, f"_{tool}")(arguments)
 
     def _arguments(self, tool: str, query: str, body: bytes) -> dict[str, Any]:
+        if tool == "chaos_item":
+            if body or query:
+                raise _BadRequest(400, "invalid_request", "query" if query else "body")
+            return {}
         if tool == "chaos_read":
             if body:
                 raise _BadRequest(400, "invalid_request", "body")
@@ -581,6 +651,35 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _drip(self, head: bytes, unit: bytes) -> None:
+        """Send ``head``, then ``unit`` every DRIP_INTERVAL until the client hangs up, the server
+        stops or DRIP_LIMIT_SECONDS have passed; the connection is closed afterwards."""
+        self.close_connection = True
+        state = self.server.state
+        try:
+            self.wfile.write(head)
+            for _ in range(int(DRIP_LIMIT_SECONDS / DRIP_INTERVAL)):
+                if state.stopping.wait(DRIP_INTERVAL):
+                    return
+                self.wfile.write(unit)
+        except OSError:
+            return  # the client hung up: what a drip waits for
+
+    def _chaos_drip_headers(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_drip_headers")
+        self._drip(b"HTTP/1.1 200 OK\r\n", b"X-Drip: still coming\r\n")
+
+    def _chaos_drip_body(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_drip_body")
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {DRIP_LENGTH}\r\n\r\n"
+        ).encode("ascii")
+        self._drip(head + b"[", b" ")
+
+    def _chaos_item(self, arguments: dict[str, Any]) -> None:
+        self.server.state.perform("chaos_item")
+        self._send_json(200, {"ok": True, "tool": "chaos_item", "target": self.path})
+
     def _chaos_read(self, arguments: dict[str, Any]) -> None:
         state = self.server.state
         calls = state.perform("chaos_read")
@@ -630,6 +729,12 @@ class ChaosBusiness:
     def requests(self, tool: str) -> list[ChaosRequest]:
         with self._state.lock:
             return list(self._state.received[tool])
+
+    def targets(self) -> list[str]:
+        """Every request target received, in order, as it stood in the request line (catalog
+        fetches, unsigned and refused requests included)."""
+        with self._state.lock:
+            return list(self._state.targets)
 
     def rejected(self) -> int:
         """Requests refused with 401 (missing or bad signature), catalog fetches included."""

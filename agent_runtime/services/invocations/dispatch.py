@@ -171,7 +171,9 @@ def _record_outcome(
             "rejected_before_dispatch",
             None,
         )
-        result = result_for(invocation, state, TEXT_REJECTED["business_unreachable"])
+        # Not sent: unreachable, or refused by the outbound target policy (its own text).
+        text = TEXT_REJECTED.get(outcome.error, TEXT_REJECTED["business_unreachable"])
+        result = result_for(invocation, state, text)
         invocation.reason_code = outcome.error
     else:
         business_status = outcome.status

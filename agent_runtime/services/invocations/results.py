@@ -46,6 +46,7 @@ TEXT_REJECTED = {
     ),
     "tool_call_budget_exhausted": "This run used its {limit} tool calls; nothing was sent.",
     "business_unreachable": "The business system could not be reached; nothing was sent.",
+    "target_forbidden": "The tool provider's address is not allowed as an outbound target; nothing was sent.",
     "secret_unavailable": "The tool provider has no usable secret; nothing was sent.",
     "frozen_arguments_unavailable": "The exact frozen arguments are unavailable; nothing was sent.",
     "approval_args_mismatch": "The approved arguments do not match this invocation; nothing was sent.",

@@ -12,9 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from agent_runtime.models import ApprovalNotification, ToolApproval
+from agent_runtime.models import ApprovalNotification, Route, ToolApproval
 from agent_runtime.services.approval_requests import approval_notification_body
 from bailing.signing import verify_callback
+from tests.support import outbound as outbound_support
 from tests.support.demo_business import running_demo_business
 from tests.support.invocations import (
     INVOKE_URL,
@@ -233,3 +234,120 @@ def test_the_round_trip_with_the_demo_shop_as_business_approver(api_client, live
         assert done["state"] == "executed", done
         after = next(o["status"] for o in shop.records()["orders"] if o["order_id"] == "SO-1003")
         assert (before, after) == ("paid", "cancelled")
+
+
+# --- each attempt bounded in time and bytes; the outbound target rules --------------------------------
+ATTEMPT_SECONDS = 1.5
+# "By the deadline" on a loaded two-core machine.
+MARGIN = 2.0
+MiB = 1024 * 1024
+# What the hub may have taken in before it hangs up: the 64 KiB it reads, plus what the kernel
+# buffered on both sides meanwhile (the receiver keeps its send buffer small); far from the 50 MiB.
+SENT_BOUND = 1 * MiB
+
+
+@pytest.fixture
+def short_attempts(settings):
+    settings.BAILING_APPROVAL_NOTIFY_TIMEOUT = ATTEMPT_SECONDS
+
+
+def _finished(server, count: int, timeout: float = 40) -> list:
+    """The receiver's first ``count`` connections once each has closed."""
+    deadline = time.monotonic() + timeout
+    while len(server.connections) < count or any(c.closed_at is None for c in server.connections[:count]):
+        assert time.monotonic() < deadline, "the receiver's connections never closed"
+        time.sleep(0.05)
+    return server.connections[:count]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [outbound_support.huge_body(50 * MiB), outbound_support.endless_body()],
+    ids=["50-MiB", "endless"],
+)
+def test_a_huge_or_endless_answer_is_read_only_up_to_the_cap(api_client, demo_shop, short_attempts, answer):
+    with outbound_support.raw_http_server(answer, sndbuf=64 * 1024) as receiver:
+        _, _, approval, _ = _pending_with_webhook(api_client, demo_shop, receiver.base_url + "/approvals")
+        notification = _wait_final(approval.pk, timeout=40)
+        [attempt] = _finished(receiver, 1)
+    assert (notification.status, notification.attempts) == ("delivered", 1)
+    assert notification.last_http_status == 200
+    assert attempt.hung_up  # the hub closed before the answer was over
+    assert attempt.sent < SENT_BOUND, attempt.sent
+    assert attempt.seconds < ATTEMPT_SECONDS + MARGIN
+
+
+def test_an_answer_whose_headers_drip_ends_every_attempt_at_its_deadline(
+    api_client, demo_shop, short_attempts
+):
+    with outbound_support.raw_http_server(outbound_support.drip_headers()) as receiver:
+        _, _, approval, _ = _pending_with_webhook(api_client, demo_shop, receiver.base_url + "/approvals")
+        notification = _wait_final(approval.pk, timeout=40)
+        attempts = _finished(receiver, 3)
+    assert (notification.status, notification.attempts, notification.last_error) == ("failed", 3, "timeout")
+    assert len(receiver.requests) == 3
+    for attempt in attempts:
+        assert attempt.seconds < ATTEMPT_SECONDS + MARGIN
+
+
+def test_a_body_that_drips_after_a_2xx_status_is_delivered_by_the_deadline(
+    api_client, demo_shop, short_attempts
+):
+    with outbound_support.raw_http_server(outbound_support.drip_body()) as receiver:
+        _, _, approval, _ = _pending_with_webhook(api_client, demo_shop, receiver.base_url + "/approvals")
+        notification = _wait_final(approval.pk, timeout=40)
+        [attempt] = _finished(receiver, 1)
+    assert (notification.status, notification.attempts) == ("delivered", 1)
+    assert notification.last_http_status == 200
+    assert attempt.seconds < ATTEMPT_SECONDS + MARGIN
+
+
+def _pending_with_stored_url(api_client, demo_shop, stored_url: str) -> ToolApproval:
+    """A pending approval whose route names ``stored_url``, written past validation (a route applied
+    before the outbound rules existed)."""
+    route = workspace(
+        route_key=ROUTE,
+        provider=provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret).name,
+        write_tools=["cancel_order"],
+        approval={"type": "business_webhook", "url": "http://127.0.0.1:9/approvals"},
+    )
+    tools = {**route.tools, "approval": {"type": "business_webhook", "url": stored_url}}
+    Route.objects.filter(pk=route.pk).update(tools=tools)
+    session = agent(route_key=ROUTE)
+    body = invoke_body(session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": "moved house"})
+    result = post(api_client, session, INVOKE_URL, body).json()
+    assert result["state"] == "awaiting_approval", result
+    return ToolApproval.objects.get(pk=result["approval_id"])
+
+
+@pytest.mark.parametrize(
+    "stored_url",
+    ["http://hooks.example.com/approvals", "https://169.254.169.254/approvals", "https://[fe80::1]/x"],
+    ids=["plain-http-beyond-loopback", "link-local", "link-local-v6"],
+)
+def test_a_stored_webhook_url_the_rules_refuse_is_never_attempted(
+    api_client, demo_shop, loopback_only, stored_url
+):
+    approval = _pending_with_stored_url(api_client, demo_shop, stored_url)
+    notification = _wait_final(approval.pk)
+    assert (notification.status, notification.attempts, notification.last_error) == (
+        "failed",
+        0,
+        "target_forbidden",
+    )
+    assert all(host in ("127.0.0.1", "::1") for host in loopback_only)  # the Demo Shop only
+
+
+def test_a_webhook_name_resolving_to_a_denied_address_fails_once_without_connecting(
+    api_client, demo_shop, loopback_only, stand_in_resolver
+):
+    resolver = stand_in_resolver({"hooks.test": [["169.254.169.254"]]})
+    approval = _pending_with_stored_url(api_client, demo_shop, "https://hooks.test/approvals")
+    notification = _wait_final(approval.pk)
+    assert (notification.status, notification.attempts, notification.last_error) == (
+        "failed",
+        1,
+        "target_forbidden",
+    )
+    assert resolver.calls == ["hooks.test"]  # not retried: the policy would refuse it again
+    assert all(host in ("127.0.0.1", "::1") for host in loopback_only)

@@ -37,6 +37,7 @@ from bailing.audit.models import AuditEvent
 from bailing.management.commands import bailing_demo
 from demo_business.spec import SPEC_PATH, build_spec
 from tests.support.demo_business import running_demo_business
+from tests.support.outbound import RawRequest, drip_body, drip_headers, fixed, raw_http_server, routes
 
 ACTOR = Actor.system("tests")
 SECRET = "provider-secret-" + "k" * 24
@@ -1057,3 +1058,85 @@ def test_a_deferred_instance_is_refreshed_in_full(shop):
     outcome = provider_refresh(provider=deferred, actor=ACTOR)
     assert outcome.ok and outcome.tools == 6
     assert deferred.last_refresh_status == "ok"
+
+
+# --- One deadline per request, outbound targets (raw-socket business systems) ---------------------------
+def _raw_signed_spec(spec: dict):
+    """A raw-server answer: the spec to correctly signed requests, 401 to everything else."""
+    body = _spec_bytes(spec)
+
+    def answer(request: RawRequest, peer):
+        verified = signing.verify_tool_request(
+            secret=SECRET, headers=request.headers, method="GET", path_with_query=request.target, body=b""
+        )
+        if verified:
+            fixed(200, body)(request, peer)
+        else:
+            fixed(401, b'{"error":"invalid_signature"}')(request, peer)
+
+    return answer
+
+
+# The provider timeout of these tests, and what "by the deadline" allows for on a loaded machine.
+DEADLINE_MS = 1000
+MARGIN = 2.0
+
+
+@pytest.mark.django_db
+def test_a_spec_whose_headers_drip_fails_at_the_provider_timeout():
+    with raw_http_server(routes({SPEC_PATH: drip_headers()})) as server:
+        provider = make_provider(server.base_url, timeout_ms=DEADLINE_MS)
+        started = time.monotonic()
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+        elapsed = time.monotonic() - started
+    assert outcome.error == "spec_timeout"
+    assert elapsed < DEADLINE_MS / 1000 + MARGIN
+    assert [request.target for request in server.requests] == [SPEC_PATH]
+
+
+@pytest.mark.parametrize("drip", [drip_headers, drip_body], ids=["headers", "body"])
+@pytest.mark.django_db
+def test_a_probe_whose_answer_drips_is_inconclusive_at_the_provider_timeout(drip):
+    spec = _probed_spec({"path": AUTHZ_PATH})
+    with raw_http_server(routes({SPEC_PATH: _raw_signed_spec(spec), AUTHZ_PATH: drip()})) as server:
+        provider = make_provider(server.base_url, timeout_ms=DEADLINE_MS)
+        started = time.monotonic()
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+        elapsed = time.monotonic() - started
+    assert outcome.ok, outcome
+    assert (outcome.authz_probe["status"], outcome.authz_probe["reason"]) == ("inconclusive", "timeout")
+    assert elapsed < DEADLINE_MS / 1000 + MARGIN  # the spec requests answer at once
+    assert [request.target for request in server.requests].count(AUTHZ_PATH) == 1
+
+
+@pytest.mark.django_db
+def test_a_provider_name_resolving_to_a_denied_address_fails_without_connecting(
+    stand_in_resolver, loopback_only
+):
+    resolver = stand_in_resolver({"metadata.test": [["169.254.169.254"]]})
+    provider = make_provider("https://metadata.test", timeout_ms=DEADLINE_MS)
+    outcome = provider_refresh(provider=provider, actor=ACTOR)
+    assert outcome.error == "target_forbidden"
+    assert outcome.probe["reason"] == "target_forbidden"
+    provider.refresh_from_db()
+    assert provider.last_refresh_error.startswith("target_forbidden: ")
+    assert resolver.calls == ["metadata.test"]
+    assert loopback_only == []
+
+
+@pytest.mark.django_db
+def test_a_probe_whose_host_now_resolves_to_a_denied_address_is_not_sent(stand_in_resolver, loopback_only):
+    spec = _probed_spec({"path": AUTHZ_PATH})
+    with raw_http_server(routes({SPEC_PATH: _raw_signed_spec(spec), AUTHZ_PATH: fixed(403)})) as server:
+        # The three spec requests connect to loopback; the name then rebinds to link-local.
+        resolver = stand_in_resolver({"shop.test": [["127.0.0.1"]] * 3 + [["169.254.169.254"]]})
+        provider = make_provider(f"http://shop.test:{server.port}", timeout_ms=DEADLINE_MS)
+        outcome = provider_refresh(provider=provider, actor=ACTOR)
+    assert outcome.ok, outcome
+    assert (outcome.authz_probe["status"], outcome.authz_probe["reason"]) == (
+        "inconclusive",
+        "target_forbidden",
+    )
+    assert [request.target for request in server.requests] == [SPEC_PATH] * 3
+    assert len(resolver.calls) == 4
+    assert loopback_only == ["127.0.0.1"] * 3

@@ -6,6 +6,7 @@ class KnowledgeConfig(AppConfig):
     verbose_name = "Knowledge"
 
     def ready(self) -> None:
+        import knowledge.budgets  # noqa: F401 - declares this app's budgets (bailing.budgets)
         from agent_runtime.config import ConfigSection, config_section_register
         from agent_runtime.ports import turn_knowledge_register
         from knowledge.config import validate_knowledge_base_config

@@ -25,7 +25,8 @@ from approvals.services.decisions import approval_decide
 from bailing.api.jsjson import js_stringify
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
-from bailing.budgets import budget_of, budgets
+from bailing.budgets import budgets
+from tests.budgets.sweeps import DELTAS, SWEPT, limit, sweeps
 from tests.mcp_server.support import modern_headers, modern_message, post_raw, text_of
 from tests.support.console import signed_in
 from tests.support.demo_business import running_demo_business
@@ -42,28 +43,14 @@ from tests.support.runtime import turn_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
-DELTAS = (-1, 0, 1)
 ROUTE = "bulk"
 TOOL = "chaos_bulk_ok"
-SWEPT: dict[str, str] = {}  # budget key -> the test that sweeps it
-
-
-def sweeps(key: str):
-    """Mark a test as the sweep of budget ``key`` (checked against the table below)."""
-
-    def mark(function):
-        SWEPT[key] = function.__name__
-        return function
-
-    return mark
-
-
-def limit(key: str) -> int:
-    return budget_of(key).limit
 
 
 # --- the table itself -----------------------------------------------------------------------------------
 def test_every_budget_has_a_sweep_and_every_sweep_a_budget():
+    import tests.budgets.test_knowledge_sweep  # noqa: F401 - marks its sweeps when imported on its own
+
     declared = {entry.key for entry in budgets()}
     assert declared == set(SWEPT), {"unswept": declared - set(SWEPT), "unknown": set(SWEPT) - declared}
 

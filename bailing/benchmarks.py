@@ -24,7 +24,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from bailing.front.launcher import stop_process
+from front.launcher import stop_process
 
 
 def free_port() -> int:

@@ -36,15 +36,15 @@ def _cli_parsers() -> dict[str, argparse.ArgumentParser]:
     import agent_client
     import bailing.chaos.slow_clients
     import bailing.db.embedded
-    import bailing.front.__main__
     import demo_business.__main__
+    import front.__main__
     import knowledge.embeddings
 
     return {
         "agent_client": agent_client.build_parser(),
         "bailing.chaos.slow_clients": bailing.chaos.slow_clients.build_parser(),
         "bailing.db.embedded": bailing.db.embedded.build_parser(),
-        "bailing.front": bailing.front.__main__.build_parser(),
+        "front": front.__main__.build_parser(),
         "demo_business": demo_business.__main__.build_parser(),
         "knowledge.embeddings": knowledge.embeddings.build_parser(),
     }
@@ -102,7 +102,7 @@ def test_every_argparse_command_line_is_in_the_walk():
         "agent_client/__init__.py",
         "bailing/chaos/slow_clients.py",
         "bailing/db/embedded.py",
-        "bailing/front/__main__.py",
+        "front/__main__.py",
         "demo_business/__main__.py",
         "knowledge/embeddings.py",
     }
@@ -113,6 +113,7 @@ def test_every_argparse_command_line_is_in_the_walk():
         "knowledge",
         "mcp_server",
         "approvals",
+        "front",
         "demo_business",
         "agent_client",
     ):
@@ -134,7 +135,7 @@ def test_every_argparse_command_line_is_in_the_walk():
     [
         ["-m", "agent_client", "--help"],
         ["-m", "agent_client", "invoke", "--help"],
-        ["-m", "bailing.front", "--help"],
+        ["-m", "front", "--help"],
         ["-m", "bailing.db.embedded", "--help"],
         ["-m", "demo_business", "--help"],
         ["-m", "knowledge.embeddings", "--help"],

@@ -254,7 +254,7 @@ def measure(
 @contextlib.contextmanager
 def _own_hub(options: dict[str, Any]) -> Iterator[str]:
     """The production topology on a free loopback port (what ``make demo`` starts)."""
-    from bailing.front.launcher import hub_running
+    from front.launcher import hub_running
 
     with hub_running(extra_env=options.get("extra_env")) as url:
         yield url

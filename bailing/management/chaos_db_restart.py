@@ -49,7 +49,7 @@ from agent_runtime.models import AgentRun, AgentSession, Client, Route, VisibleM
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from bailing.benchmarks import gunicorn_running
 from bailing.db import embedded
-from bailing.front.launcher import stop_process
+from front.launcher import stop_process
 
 ROUTE_KEY = "chaos"
 CLIENT_APP_ID = "chaos-agent"

@@ -76,8 +76,8 @@ from bailing.benchmarks import (
     wrk_load,
 )
 from bailing.db.urls import database_url
-from bailing.front.launcher import stop_process
 from bailing.management.commands import bailing_bench_calls as calls
+from front.launcher import stop_process
 from knowledge.config import validate_knowledge_base_config
 from knowledge.models import KnowledgeBase
 from knowledge.services.agent_knowledge import agent_knowledge_search

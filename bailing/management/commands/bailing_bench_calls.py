@@ -61,7 +61,7 @@ from bailing.benchmarks import (
     percentile,
 )
 from bailing.db.urls import database_url
-from bailing.front.launcher import stop_process
+from front.launcher import stop_process
 
 ROUTE = "bench-calls"
 CLIENT = "bench-caller"
@@ -77,7 +77,7 @@ LISTENING_PREFIX = "demo business system listening on "
 
 def demo_shop_start() -> tuple[subprocess.Popen[str], str, str]:
     """Start a Demo Shop on a free loopback port with a fresh tool secret: (process, base URL, secret).
-    Stop it with :func:`bailing.front.launcher.stop_process`."""
+    Stop it with :func:`front.launcher.stop_process`."""
     secret = "bench-" + secrets.token_hex(24)
     process = subprocess.Popen(
         [sys.executable, "-m", "demo_business", "--host", "127.0.0.1", "--port", "0"],

@@ -86,6 +86,9 @@ INSTALLED_APPS = [
     "knowledge",
     "mcp_server",
     "approvals",
+    # Tools on top of the hub, installed for their management commands (and the benchmarks' bare
+    # baseline endpoint): no app imports them.
+    "benchmarks",
 ]
 
 MIDDLEWARE = [

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import get_commands, load_command_class
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_APPS = {"bailing", "agent_runtime", "knowledge", "mcp_server", "approvals"}
+PROJECT_APPS = {"bailing", "agent_runtime", "knowledge", "mcp_server", "approvals", "benchmarks"}
 # BaseCommand's own options (and argparse's -h).
 DJANGO_STANDARD = {
     "help",
@@ -114,6 +114,7 @@ def test_every_argparse_command_line_is_in_the_walk():
         "mcp_server",
         "approvals",
         "front",
+        "benchmarks",
         "demo_business",
         "agent_client",
     ):

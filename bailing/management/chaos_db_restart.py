@@ -6,7 +6,7 @@ running demo's or the tests', is never touched). Here, against that server:
 
 1. migrate, create a client, a workspace and an agent session;
 2. start the supervisor the demo runs (``python -m bailing.db.embedded supervise``) and the hub under
-   gunicorn through the benchmarks' launcher (:func:`bailing.benchmarks.gunicorn_running`), its log
+   gunicorn through the benchmarks' launcher (:func:`benchmarks.harness.gunicorn_running`), its log
    captured to a file;
 3. drive a steady stream: turn writers (``POST /agent-api/v1/workspaces/<route>/turns``, each turn
    retried with the same idempotency ids until it answers 200, as a client honouring 503 does) and
@@ -47,8 +47,8 @@ from django.utils import timezone
 
 from agent_runtime.models import AgentRun, AgentSession, Client, Route, VisibleMessage
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
-from bailing.benchmarks import gunicorn_running
 from bailing.db import embedded
+from benchmarks.harness import gunicorn_running
 from front.launcher import stop_process
 
 ROUTE_KEY = "chaos"

@@ -32,9 +32,8 @@ urlpatterns = [
 ]
 
 if settings.BAILING_BENCH_ENDPOINTS:
-    from bailing.api.bench import BareApi
-
-    urlpatterns.append(path("agent-api/v1/_bench/bare", BareApi.as_view()))
+    # The benchmarks' bare baseline (benchmarks/views.py), for the server bailing_bench starts.
+    urlpatterns.append(path("agent-api/v1/_bench/", include("benchmarks.urls")))
 
 # Last: anything else under the agent and push prefixes (the bare prefixes included, which would otherwise be
 # redirected to their slashed form by APPEND_SLASH) answers the JSON 404 envelope.

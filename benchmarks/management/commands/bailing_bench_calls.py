@@ -53,14 +53,14 @@ from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools.compiler import CompiledTool
 from bailing import signing
 from bailing.audit.actor import Actor
-from bailing.benchmarks import (
+from bailing.db.urls import database_url
+from benchmarks.harness import (
     SqlCount,
     gunicorn_server,
     libpq_traced,
     parse_libpq_trace,
     percentile,
 )
-from bailing.db.urls import database_url
 from front.launcher import stop_process
 
 ROUTE = "bench-calls"
@@ -172,7 +172,7 @@ def add_server_arguments(parser) -> None:
 
 
 def server_options(options: dict) -> dict:
-    """:func:`bailing.benchmarks.gunicorn_server` keywords from :func:`add_server_arguments` options."""
+    """:func:`benchmarks.harness.gunicorn_server` keywords from :func:`add_server_arguments` options."""
     if options.get("workers") is not None and options["workers"] < 1:
         raise CommandError("--workers must be at least 1")
     if options.get("threads") is not None and options["threads"] < 1:

@@ -53,7 +53,8 @@ from agent_runtime.services.tool_specs import provider_spec_store
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
 from bailing.audit.actor import Actor
-from bailing.benchmarks import (
+from bailing.db.urls import database_url
+from benchmarks.harness import (
     CLOCK_TICKS,
     HEX_MARK,
     NUMBER_MARK,
@@ -75,8 +76,7 @@ from bailing.benchmarks import (
     tree_ticks,
     wrk_load,
 )
-from bailing.db.urls import database_url
-from bailing.management.commands import bailing_bench_calls as calls
+from benchmarks.management.commands import bailing_bench_calls as calls
 from front.launcher import stop_process
 from knowledge.config import validate_knowledge_base_config
 from knowledge.models import KnowledgeBase

@@ -20,7 +20,6 @@ from benchmarks.harness import (
     LoadSpec,
     ProcStat,
     body_for,
-    database_url,
     median,
     parse_libpq_trace,
     parse_proc_stat,
@@ -111,15 +110,6 @@ def test_median_of_known_values():
     assert median([0.3, None, 0.1, 0.2]) == pytest.approx(0.2)
     assert median([0.4, 0.1]) == pytest.approx(0.25)
     assert median([None, None]) is None
-
-
-def test_a_database_url_names_the_connections_database():
-    url = database_url({"HOST": "/tmp/pg sock", "USER": "postgres", "NAME": "test_db", "PORT": ""})
-    assert url == "postgres://postgres@/test_db?host=/tmp/pg%20sock"
-    assert (
-        database_url({"HOST": "db", "USER": "u", "PASSWORD": "p@ss", "NAME": "n", "PORT": 6543})
-        == "postgres://u:p%40ss@db:6543/n"
-    )
 
 
 @pytest.mark.django_db(transaction=True)

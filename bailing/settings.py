@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     # Tools on top of the hub, installed for their management commands (and the benchmarks' bare
     # baseline endpoint): no app imports them.
     "benchmarks",
+    "chaos",
 ]
 
 MIDDLEWARE = [

@@ -21,7 +21,7 @@ import pytest
 from django.db import connection
 
 from bailing.api.parsers import path_body_budget
-from bailing.chaos import slow_clients
+from chaos import slow_clients
 from front.launcher import front_config, hub_running
 
 LIMIT_SECONDS = 2

@@ -17,3 +17,8 @@ class AgentRuntimeConfig(AppConfig):
         from bailing.metrics import metrics_collector_register
 
         metrics_collector_register("agent_runtime_invocations", invocation_metrics)
+
+        from agent_runtime.roles import ROLE_PERMISSIONS
+        from bailing.roles import role_permissions_register
+
+        role_permissions_register("agent_runtime", ROLE_PERMISSIONS)

@@ -60,3 +60,8 @@ class KnowledgeConfig(AppConfig):
         from knowledge.console.workspace import workspace_knowledge_section
 
         workspace_section_register("knowledge_bases", workspace_knowledge_section)
+
+        from bailing.roles import role_permissions_register
+        from knowledge.roles import ROLE_PERMISSIONS
+
+        role_permissions_register("knowledge", ROLE_PERMISSIONS)

@@ -22,3 +22,10 @@ class AgentRuntimeConfig(AppConfig):
         from bailing.roles import role_permissions_register
 
         role_permissions_register("agent_runtime", ROLE_PERMISSIONS)
+
+        # The agent surfaces: the Agent API and Agent Auth v1, whose token answers are never cached
+        # (RFC 6749 §5.1).
+        from bailing.api.surfaces import api_prefix_register
+
+        api_prefix_register("/agent-api/")
+        api_prefix_register("/agent-auth/", pragma_no_cache=["/agent-auth/v1/token"])

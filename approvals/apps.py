@@ -11,3 +11,8 @@ class ApprovalsConfig(AppConfig):
         from bailing.roles import role_permissions_register
 
         role_permissions_register("approvals", ROLE_PERMISSIONS)
+
+        # Business systems' decisions on approvals (POST /approvals/<id>/decision).
+        from bailing.api.surfaces import api_prefix_register
+
+        api_prefix_register("/approvals/")

@@ -65,3 +65,8 @@ class KnowledgeConfig(AppConfig):
         from knowledge.roles import ROLE_PERMISSIONS
 
         role_permissions_register("knowledge", ROLE_PERMISSIONS)
+
+        # The push API for business systems (the agent knowledge endpoints live under /agent-api/).
+        from bailing.api.surfaces import api_prefix_register
+
+        api_prefix_register("/kb/")

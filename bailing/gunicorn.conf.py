@@ -1,7 +1,7 @@
 """gunicorn settings for Bailing Hub (``gunicorn -c bailing/gunicorn.conf.py bailing.wsgi``).
 
-In production, and under ``make demo``, gunicorn runs behind the front (``python -m bailing.front``,
-bailing/front), which reads every request whole before gunicorn sees it: a thread here is never held
+In production, and under ``make demo``, gunicorn runs behind the front (``python -m front``,
+the package front/), which reads every request whole before gunicorn sees it: a thread here is never held
 by a slow client. Run alone (tests of the WSGI stack, benchmarks, behind another buffering proxy) it
 listens on ``BAILING_BIND``.
 
@@ -28,12 +28,12 @@ max_requests_jitter = 500
 # X-Forwarded-Proto / -For are believed only from the proxies BAILING_TRUSTED_PROXIES names (none by
 # default; the same list the front and TrustedProxyMiddleware use).
 forwarded_allow_ips = os.environ.get("BAILING_TRUSTED_PROXIES") or ""
-# Behind the front (bailing/front) gunicorn listens on a private unix socket and learns each client's
+# Behind the front (front/) gunicorn listens on a private unix socket and learns each client's
 # address from a PROXY protocol v1 line the front sends first ("v1"); off when run alone.
 proxy_protocol = os.environ.get("GUNICORN_PROXY_PROTOCOL") or "off"
 # Request limits (limit_request_line, limit_request_field_size, limit_request_fields) are not set
 # here: behind the front the launcher passes them on the command line, derived from the front's own
-# (bailing.front.server.upstream_limits), so a request within the front's limits is never gunicorn's
+# (front.server.upstream_limits), so a request within the front's limits is never gunicorn's
 # HTML 414/431; run alone, gunicorn keeps its defaults.
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 errorlog = "-"

@@ -1,70 +1,59 @@
 """Console roles as Django groups of model permissions.
 
-* administrator — everything the console offers (configuration, clients, sessions, knowledge
-  documents, audit, reconciling unknown tool-call outcomes, resending approval notifications) except
-  deciding approvals, which is the approver role's.
-  Also the console users themselves (``auth.change_user``: the Users page).
-* approver — reads workspaces/clients/sessions/conversations/knowledge bases/invocations and decides
-  approvals of tool calls (``agent_runtime.decide_toolapproval``; never for a call made on their own
-  behalf).
-* auditor — read-only: clients, sessions, conversations, workspaces, knowledge bases, audit history.
+* administrator — configures the hub and reads everything the console shows; decides approvals only
+  if they also hold the approver role (separation of duties).
+* approver — reads what an approval is about and decides approvals of tool calls (never for a call
+  made on their own behalf).
+* auditor — read-only, the audit history included.
 
-Every role may read knowledge bases and run their hit test (a read that writes nothing and is not
-audited); adding, uploading and deleting documents and enabling or deleting a knowledge base is
-``knowledge.manage_knowledgebase``, administrators only.
-
-Every role may approve an agent sign-in *for themselves* on the consent page: the agent then acts on
-behalf of that user, so no one can grant more than they are.
+The plumbing names the three roles and keeps their groups in sync; which permission belongs to which
+role is each app's to say. An app grants its permissions with :func:`role_permissions_register` from
+its ``AppConfig.ready()`` (its ``roles`` module holds the lists, next to the pages that check them),
+and :func:`roles_sync` sets each group to exactly what the apps granted it, after every migrate.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 
 from django.contrib.auth.models import Group, Permission
 
 ADMINISTRATOR = "administrator"
 APPROVER = "approver"
 AUDITOR = "auditor"
+ROLES = (ADMINISTRATOR, APPROVER, AUDITOR)
 
-_READ = [
-    "agent_runtime.view_client",
-    "agent_runtime.view_route",
-    "agent_runtime.view_agentsession",
-    "agent_runtime.view_toolprovider",
-    "agent_runtime.view_providertool",
-    "agent_runtime.view_agentconversation",
-    "agent_runtime.view_agentrun",
-    "agent_runtime.consent_agentauthorization",
-    "knowledge.view_knowledgebase",
-    "agent_runtime.view_toolinvocation",
-    "agent_runtime.view_toolapproval",
-]
+# Who granted what: {registrant: {role: ("app_label.codename", ...)}}, in registration order.
+_grants: dict[str, dict[str, tuple[str, ...]]] = {}
 
-ROLE_PERMISSIONS: dict[str, list[str]] = {
-    ADMINISTRATOR: [
-        *_READ,
-        "agent_runtime.add_client",
-        "agent_runtime.change_client",
-        "agent_runtime.change_agentsession",
-        "agent_runtime.add_toolprovider",
-        "agent_runtime.change_toolprovider",
-        "knowledge.manage_knowledgebase",
-        "bailing.view_auditevent",
-        "bailing.verify_auditevent",
-        "agent_runtime.resolve_toolcalljournal",
-        "agent_runtime.change_toolapproval",
-        # Console users and their roles (the Users page, administrators only).
-        "auth.change_user",
-    ],
-    # Separation of duties: approvers decide on tool calls; administrators configure (and reconcile
-    # unknown outcomes) but decide only if they also hold the approver role.
-    APPROVER: [*_READ, "agent_runtime.decide_toolapproval"],
-    AUDITOR: [*_READ, "bailing.view_auditevent", "bailing.verify_auditevent"],
-}
+
+def role_permissions_register(name: str, grants: Mapping[str, Iterable[str]]) -> None:
+    """Grant ``app_label.codename`` permissions to roles, under ``name`` (an app's label; names are
+    unique, registering one twice is a bug, and so is a role the plumbing does not define)."""
+    if name in _grants:
+        raise ValueError(f"role permissions of {name!r} are registered already")
+    unknown = sorted(set(grants) - set(ROLES))
+    if unknown:
+        raise ValueError(f"unknown role {unknown[0]!r}; the roles are {', '.join(ROLES)}")
+    entry = {role: tuple(perms) for role, perms in grants.items()}
+    malformed = [perm for perms in entry.values() for perm in perms if perm.count(".") != 1]
+    if malformed:
+        raise ValueError(f"a permission is app_label.codename, not {malformed[0]!r}")
+    _grants[name] = entry
+
+
+def role_permissions() -> dict[str, list[str]]:
+    """Every role's permissions, each once, in the order the apps granted them."""
+    result: dict[str, list[str]] = {role: [] for role in ROLES}
+    for entry in _grants.values():
+        for role, perms in entry.items():
+            result[role] += [perm for perm in perms if perm not in result[role]]
+    return result
 
 
 def roles_sync() -> None:
     """Create or update the three role groups with exactly their permissions."""
-    for role, names in ROLE_PERMISSIONS.items():
+    for role, names in role_permissions().items():
         group, _ = Group.objects.get_or_create(name=role)
         perms = []
         for name in names:

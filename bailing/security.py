@@ -72,7 +72,7 @@ class TrustedProxyMiddleware:
     def __call__(self, request):
         meta = request.META
         if settings.BAILING_BEHIND_FRONT:
-            # The front (bailing/front) applied this very rule at the edge: what reaches gunicorn
+            # The front (front/) applied this very rule at the edge: what reaches gunicorn
             # through it carries forwarding headers only from a listed proxy, and the client's
             # address is already REMOTE_ADDR.
             return self.get_response(request)

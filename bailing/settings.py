@@ -88,6 +88,10 @@ INSTALLED_APPS = [
     "knowledge",
     "mcp_server",
     "approvals",
+    # Tools on top of the hub, installed for their management commands (and the benchmarks' bare
+    # baseline endpoint): no app imports them.
+    "benchmarks",
+    "chaos",
 ]
 
 MIDDLEWARE = [
@@ -265,7 +269,7 @@ BAILING_BENCH_ENDPOINTS = env.bool("BAILING_BENCH_ENDPOINTS", default=False)
 # Default raw JSON budget of agent/business endpoints that do not name their own.
 BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_048_576)
 
-# --- The front (bailing/front: the buffering proxy before gunicorn, python -m bailing.front) ----------
+# --- The front (front/: the buffering proxy before gunicorn, python -m front) ----------
 # Seconds a client has for the request headers (from the connection, or from the first byte of a later
 # request on a kept-alive connection), for the body after them, to wait between two requests, and to
 # take an answer.

@@ -61,3 +61,13 @@ class KnowledgeConfig(AppConfig):
         from knowledge.console.workspace import workspace_knowledge_section
 
         workspace_section_register("knowledge_bases", workspace_knowledge_section)
+
+        from bailing.roles import role_permissions_register
+        from knowledge.roles import ROLE_PERMISSIONS
+
+        role_permissions_register("knowledge", ROLE_PERMISSIONS)
+
+        # The push API for business systems (the agent knowledge endpoints live under /agent-api/).
+        from bailing.api.surfaces import api_prefix_register
+
+        api_prefix_register("/kb/")

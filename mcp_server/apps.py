@@ -8,3 +8,6 @@ class McpServerConfig(AppConfig):
 
     def ready(self) -> None:
         import mcp_server.budgets  # noqa: F401 - declares this app's budgets (bailing.budgets)
+        from bailing.api.surfaces import api_prefix_register
+
+        api_prefix_register("/mcp/")

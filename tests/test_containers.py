@@ -291,7 +291,7 @@ def test_every_command_the_containers_run_exists():
     unknown = management - set(get_commands())
     assert not unknown, unknown
     modules = set(re.findall(r"-m ([a-z_][a-z_.]*)", text))
-    assert modules == {"bailing.front", "demo_business"}
+    assert modules == {"front", "demo_business"}
     for module in modules:
         assert importlib.util.find_spec(f"{module}.__main__") is not None, module
 
@@ -413,7 +413,7 @@ def test_the_image_holds_every_app_and_the_home_the_settings_use():
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     packaged = set(find_packages(where=str(ROOT), include=include))
     local_apps = {app.split(".")[0] for app in settings.INSTALLED_APPS if (ROOT / app.split(".")[0]).is_dir()}
-    tops = local_apps | {"agent_client", "demo_business"}
+    tops = local_apps | {"front", "agent_client", "demo_business"}
     # every package directory of every app is in the wheel (a non-editable install has nothing else)
     on_disk = {
         ".".join(path.parent.relative_to(ROOT).parts)
@@ -490,7 +490,7 @@ def image_home(tmp_path) -> Path:
 
 
 def _free_port() -> int:
-    from bailing.front.launcher import free_port
+    from front.launcher import free_port
 
     return free_port()
 

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import get_commands, load_command_class
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_APPS = {"bailing", "agent_runtime", "knowledge", "mcp_server", "approvals"}
+PROJECT_APPS = {"bailing", "agent_runtime", "knowledge", "mcp_server", "approvals", "benchmarks", "chaos"}
 # BaseCommand's own options (and argparse's -h).
 DJANGO_STANDARD = {
     "help",
@@ -34,17 +34,17 @@ HIDDEN = {("bailing_chaos", "--dedicated-server")}
 
 def _cli_parsers() -> dict[str, argparse.ArgumentParser]:
     import agent_client
-    import bailing.chaos.slow_clients
     import bailing.db.embedded
-    import bailing.front.__main__
+    import chaos.slow_clients
     import demo_business.__main__
+    import front.__main__
     import knowledge.embeddings
 
     return {
         "agent_client": agent_client.build_parser(),
-        "bailing.chaos.slow_clients": bailing.chaos.slow_clients.build_parser(),
+        "chaos.slow_clients": chaos.slow_clients.build_parser(),
         "bailing.db.embedded": bailing.db.embedded.build_parser(),
-        "bailing.front": bailing.front.__main__.build_parser(),
+        "front": front.__main__.build_parser(),
         "demo_business": demo_business.__main__.build_parser(),
         "knowledge.embeddings": knowledge.embeddings.build_parser(),
     }
@@ -100,9 +100,9 @@ def test_every_argparse_command_line_is_in_the_walk():
     """A new ``argparse.ArgumentParser(`` outside the management commands must join the list above."""
     known = {
         "agent_client/__init__.py",
-        "bailing/chaos/slow_clients.py",
+        "chaos/slow_clients.py",
         "bailing/db/embedded.py",
-        "bailing/front/__main__.py",
+        "front/__main__.py",
         "demo_business/__main__.py",
         "knowledge/embeddings.py",
     }
@@ -113,6 +113,9 @@ def test_every_argparse_command_line_is_in_the_walk():
         "knowledge",
         "mcp_server",
         "approvals",
+        "front",
+        "benchmarks",
+        "chaos",
         "demo_business",
         "agent_client",
     ):
@@ -134,7 +137,7 @@ def test_every_argparse_command_line_is_in_the_walk():
     [
         ["-m", "agent_client", "--help"],
         ["-m", "agent_client", "invoke", "--help"],
-        ["-m", "bailing.front", "--help"],
+        ["-m", "front", "--help"],
         ["-m", "bailing.db.embedded", "--help"],
         ["-m", "demo_business", "--help"],
         ["-m", "knowledge.embeddings", "--help"],

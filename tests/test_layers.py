@@ -1,17 +1,23 @@
-"""The import map stays true: layers run one way, no module imports itself in a circle, and an app uses
-only the public surface of the apps below it.
+"""The import map stays true: layers run one way, no module imports itself in a circle, the plumbing
+knows no app, and an app uses only the public surface of the apps below it.
 
 Every non-test module is read as text (``ast``): module-level imports, imports inside functions,
 imports under ``TYPE_CHECKING`` and URLconf ``include("module")`` strings all count, so the layout
 cannot be dodged by a late import. The
 layers, bottom to top (``docs/architecture.md``):
 
-0. ``bailing`` plumbing — settings, db, api, audit, signing, ui, roles, log, templatetags
+0. ``bailing`` plumbing — settings, db, api, audit, signing, ui, roles, log, templatetags. It knows no
+   app: what it must know of them (roles' permissions, API prefixes, readiness checks, metrics,
+   budgets) the apps register from their ``AppConfig.ready()``.
 1. ``agent_runtime``
 2. ``knowledge``
 3. ``mcp_server`` (the MCP surface)
 4. ``approvals`` (the operators' app)
-5. the project shell — ``bailing.shell``, ``bailing.management``, ``bailing.wsgi``
+5. ``front`` (the HTTP front; it imports the plumbing only)
+6. ``benchmarks``
+7. ``chaos`` — tools on top of the apps: they use the apps' public surfaces, and no app imports them
+8. the project shell — ``bailing.shell``, ``bailing.management``, ``bailing.wsgi``; its commands
+   (``bailing.management``) use the apps' public surfaces too
 
 Two programs ride along outside the hub: ``demo_business`` (a business system: it may use only the
 stdlib-only contract module ``bailing.signing``) and ``agent_client`` (the reference agent: it
@@ -27,19 +33,25 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = (
-    "bailing",
-    "agent_runtime",
-    "knowledge",
-    "mcp_server",
-    "approvals",
-    "demo_business",
-    "agent_client",
-)
+APPS = ("agent_runtime", "knowledge", "mcp_server", "approvals")
+TOOLS = ("front", "benchmarks", "chaos")
+PACKAGES = ("bailing", *APPS, *TOOLS, "demo_business", "agent_client")
 
 SHELL = ("bailing.shell", "bailing.management", "bailing.wsgi")
-LAYERS = {"bailing": 0, "agent_runtime": 1, "knowledge": 2, "mcp_server": 3, "approvals": 4, "shell": 5}
+LAYERS = {
+    "bailing": 0,
+    "agent_runtime": 1,
+    "knowledge": 2,
+    "mcp_server": 3,
+    "approvals": 4,
+    "front": 5,
+    "benchmarks": 6,
+    "chaos": 7,
+    "shell": 8,
+}
 
 # What an app above may import of an app below: its shared models, error codes, identity, selectors,
 # services, public API base classes, its configuration surface and its extension ports. Anything else
@@ -65,7 +77,20 @@ PUBLIC = {
     ),
     "mcp_server": ("mcp_server.services",),
 }
-# The shell composes everything: it may reach any module (e.g. an app's console urls and cards).
+# What a tool module uses beyond the apps' public surfaces, and why; no public service does it yet.
+# The fixtures open an agent session without a sign-in (a fresh access token, stored as its hash),
+# bailing_bench compiles its synthetic 50-operation spec, and bailing_bench_calls's direct call
+# rebuilds the stored compiled tool. Nothing else private is open to the tools.
+TOOLS_MAY_ALSO = {
+    "benchmarks.fixtures": ("agent_runtime.tokens",),
+    "benchmarks.management.commands.bailing_bench": ("agent_runtime.tools",),
+    "benchmarks.management.commands.bailing_bench_calls": ("agent_runtime.tools.compiler",),
+}
+# The shell's pages and URLconf compose everything: they may reach any module (e.g. an app's console
+# urls and cards). Its management commands are project-wide and use the apps' public surfaces.
+SHELL_COMMANDS = "bailing.management"
+# The front knows no app: the API prefixes it answers under come from the plumbing's registry.
+FRONT_MAY_IMPORT = ("bailing",)
 DEMO_BUSINESS_MAY_IMPORT = ("bailing.signing",)
 
 
@@ -140,35 +165,118 @@ def import_graph() -> dict[str, set[str]]:
     return {name: imports_of(name, path, known) for name, path in modules.items()}
 
 
+def _within(module: str, entries: tuple[str, ...]) -> bool:
+    return any(module == entry or module.startswith(entry + ".") for entry in entries)
+
+
 def _is_public(target: str) -> bool:
-    surface = PUBLIC.get(target.split(".", 1)[0], ())
-    return any(target == entry or target.startswith(entry + ".") for entry in surface)
+    return _within(target, PUBLIC.get(target.split(".", 1)[0], ()))
 
 
-def test_no_import_runs_up_a_layer_or_reaches_into_an_app_below():
+def _problem(source: str, source_layer: str, target: str, target_layer: str) -> str | None:
+    """Why ``source -> target`` breaks the layout, or None (the two lie on different layers)."""
+    if source_layer == "demo_business":
+        return (
+            None
+            if _within(target, DEMO_BUSINESS_MAY_IMPORT)
+            else "the demo business system uses the contract only"
+        )
+    if "agent_client" in (source_layer, target_layer):
+        return "the reference agent client stands apart"
+    if target_layer == "demo_business":
+        return None if source_layer == "shell" else "only the shell starts the demo business system"
+    if source_layer == "bailing":
+        return f"the plumbing knows no {target_layer}: what it must know is registered from ready()"
+    if source_layer in APPS and target_layer in TOOLS:
+        return f"no app imports the {target_layer} tool"
+    if LAYERS[target_layer] > LAYERS[source_layer]:
+        return f"upward: {source_layer} below {target_layer}"
+    if source_layer == "front" and target_layer not in FRONT_MAY_IMPORT:
+        return "the front knows no app: it reads the plumbing's registries"
+    if target_layer not in APPS or _is_public(target):
+        return None
+    if source_layer == "shell" and not _within(source, (SHELL_COMMANDS,)):
+        return None
+    if _within(target, TOOLS_MAY_ALSO.get(source, ())):
+        return None
+    return f"not part of {target_layer}'s public surface"
+
+
+def layer_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of ``graph`` that breaks the layout, as ``source -> target (why)``."""
     problems = []
-    for source, targets in import_graph().items():
+    for source in sorted(graph):
         source_layer = layer_of(source)
-        for target in sorted(targets):
+        for target in sorted(graph[source]):
             target_layer = layer_of(target)
             if source_layer == target_layer:
                 continue
-            if source_layer == "demo_business":
-                if not target.startswith(DEMO_BUSINESS_MAY_IMPORT):
-                    problems.append(f"{source} -> {target} (the demo business system uses the contract only)")
-                continue
-            if source_layer == "agent_client" or target_layer == "agent_client":
-                problems.append(f"{source} -> {target} (the reference agent client stands apart)")
-                continue
-            if target_layer == "demo_business":
-                if source_layer != "shell":
-                    problems.append(f"{source} -> {target} (only the shell starts the demo business system)")
-                continue
-            if LAYERS[target_layer] > LAYERS[source_layer]:
-                problems.append(f"{source} -> {target} (upward: {source_layer} below {target_layer})")
-            elif source_layer != "shell" and target_layer != "bailing" and not _is_public(target):
-                problems.append(f"{source} -> {target} (not part of {target_layer}'s public surface)")
-    assert problems == []
+            problem = _problem(source, source_layer, target, target_layer)
+            if problem:
+                problems.append(f"{source} -> {target} ({problem})")
+    return problems
+
+
+def test_no_import_runs_up_a_layer_or_reaches_into_an_app_below():
+    assert layer_problems(import_graph()) == []
+
+
+def test_the_guard_catches_a_planted_import_of_an_app_in_the_plumbing(tmp_path):
+    """A module of the plumbing that imports an app, even its public surface and only inside a function,
+    fails; the shell, its commands and the WSGI entry point are not the plumbing."""
+    known = set(project_modules())
+    module = tmp_path / "probe.py"
+    module.write_text("def f():\n    from knowledge.models import Document\n")
+    for name in ("bailing.probe", "bailing.api.probe", "bailing.ui.probe"):
+        found = imports_of(name, module, known)
+        assert found == {"knowledge.models"}
+        assert layer_problems({name: found}) == [
+            f"{name} -> knowledge.models (the plumbing knows no knowledge: what it must know is registered "
+            "from ready())"
+        ]
+    for name in ("bailing.shell.probe", "bailing.management.commands.probe", "bailing.wsgi"):
+        assert layer_problems({name: imports_of(name, module, known)}) == []
+
+
+@pytest.mark.parametrize("target", ["agent_runtime.models", "approvals.console.nav", "front.server", "chaos"])
+def test_the_plumbing_imports_no_app_nor_tool(target):
+    assert layer_problems({"bailing.health": {target}}) != []
+
+
+@pytest.mark.parametrize("app", APPS)
+@pytest.mark.parametrize("tool", ["front.launcher", "benchmarks.harness", "chaos.slow_clients", "chaos"])
+def test_no_app_imports_a_tool(app, tool):
+    source = f"{app}.probe"
+    assert layer_problems({source: {tool}}) == [
+        f"{source} -> {tool} (no app imports the {layer_of(tool)} tool)"
+    ]
+
+
+def test_the_tools_use_the_apps_public_surfaces_and_the_front_none_at_all():
+    allowed = {
+        "benchmarks.harness": {"front.launcher", "bailing.db.urls"},
+        "benchmarks.probe": {"agent_runtime.services.providers", "knowledge.models"},
+        "benchmarks.fixtures": {"agent_runtime.tokens"},
+        "chaos.probe": {"benchmarks.harness", "benchmarks.fixtures", "agent_runtime.models"},
+        "bailing.management.commands.probe": {"agent_runtime.services.config_apply", "knowledge.models"},
+        "bailing.shell.probe": {"knowledge.console.nav", "benchmarks"},
+    }
+    assert layer_problems(allowed) == []
+    refused = {
+        "front.probe": {"agent_runtime.models"},
+        "benchmarks.probe": {"knowledge.chunking", "chaos.db_restart", "bailing.shell.urls"},
+        "chaos.probe": {"agent_runtime.secrets_box", "agent_runtime.tokens"},
+        "bailing.management.probe": {"agent_runtime.tokens"},
+    }
+    assert layer_problems(refused) == [
+        "bailing.management.probe -> agent_runtime.tokens (not part of agent_runtime's public surface)",
+        "benchmarks.probe -> bailing.shell.urls (upward: benchmarks below shell)",
+        "benchmarks.probe -> chaos.db_restart (upward: benchmarks below chaos)",
+        "benchmarks.probe -> knowledge.chunking (not part of knowledge's public surface)",
+        "chaos.probe -> agent_runtime.secrets_box (not part of agent_runtime's public surface)",
+        "chaos.probe -> agent_runtime.tokens (not part of agent_runtime's public surface)",
+        "front.probe -> agent_runtime.models (the front knows no app: it reads the plumbing's registries)",
+    ]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -257,7 +365,7 @@ def test_layer_map_covers_every_package():
     for name in project_modules():
         counts[layer_of(name)] += 1
     assert None not in counts
-    assert counts["shell"] > 0 and counts["bailing"] > 0
+    assert all(counts[layer] > 0 for layer in LAYERS)
 
 
 # --- console pages read through selectors ---------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Headers every agent/business response carries, JSON errors there, and chunked request bodies.
 
-``Cache-Control: no-store`` goes on every ``/agent-api/`` and ``/agent-auth/`` response, errors
-included; the token endpoint adds ``Pragma: no-cache``. Django's own error pages (404, 500, the 400
-of a disallowed Host header...) are HTML, so under those prefixes they become the flat JSON envelope.
+"There" is under the API prefixes the apps register (``bailing.api.surfaces``). ``Cache-Control:
+no-store`` goes on every response there, errors included; a token endpoint adds ``Pragma: no-cache``.
+Django's own error pages (404, 500, the 400 of a disallowed Host header...) are HTML, so under those
+prefixes they become the flat JSON envelope.
 
 A body sent with ``Transfer-Encoding: chunked`` has no ``Content-Length``; Django and DRF would read
 it as empty, so a request the agent meant would be judged as ``{}`` and an oversized one would never
@@ -16,24 +17,13 @@ declared ``Content-Length`` is over the view's budget is refused (413) before an
 from __future__ import annotations
 
 import io
-import re
 
 from django.core.handlers.wsgi import LimitedStream
 
 from bailing.api.errors import InvalidRequest, RequestBodyTooLarge
 from bailing.api.exception_handler import api_error_for_status, api_error_response
 from bailing.api.parsers import body_budget, declared_length, read_budgeted
-
-# Every path that belongs to an API surface: agents, Agent Auth, the knowledge push API, business
-# decisions on approvals, the MCP endpoints. One list, used for headers, JSON errors and the URLconf's
-# catch-all.
-AGENT_PREFIXES = ("/agent-api/", "/agent-auth/", "/kb/", "/approvals/", "/mcp/")
-API_PREFIX_PATTERN = r"^(?:" + "|".join(re.escape(p.strip("/")) for p in AGENT_PREFIXES) + r")(?:/.*)?$"
-TOKEN_PATH = "/agent-auth/v1/token"
-
-
-def on_agent_surface(path: str) -> bool:
-    return path.startswith(AGENT_PREFIXES) or path.rstrip("/") + "/" in AGENT_PREFIXES
+from bailing.api.surfaces import on_agent_surface, pragma_no_cache
 
 
 def _chunked_body(request) -> bool:
@@ -63,7 +53,7 @@ class AgentSurfaceMiddleware:
                 methods = [m.strip() for m in response["Allow"].split(",")]
                 response["Allow"] = ", ".join(m for m in methods if m and m != "OPTIONS")
             response["Cache-Control"] = "no-store"
-            if path.rstrip("/") == TOKEN_PATH:
+            if pragma_no_cache(path):
                 response["Pragma"] = "no-cache"
         return response
 

@@ -25,7 +25,7 @@ from bailing.api.exception_handler import (
     api_error_response,
     database_unavailable_error,
 )
-from bailing.api.middleware import on_agent_surface
+from bailing.api.surfaces import on_agent_surface
 from bailing.db.outage import database_unavailable, log_database_unavailable, mark_logged
 from bailing.ui.pages import error_page
 

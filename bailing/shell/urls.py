@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from bailing.api.middleware import API_PREFIX_PATTERN
+from bailing.api.surfaces import api_prefix_pattern
 from bailing.api.views import ApiNotFound, HealthApi, ReadinessApi
 from bailing.metrics import metrics_view
 from bailing.shell.api_docs import ApiDocsView
@@ -32,13 +32,12 @@ urlpatterns = [
 ]
 
 if settings.BAILING_BENCH_ENDPOINTS:
-    from bailing.api.bench import BareApi
-
-    urlpatterns.append(path("agent-api/v1/_bench/bare", BareApi.as_view()))
+    # The benchmarks' bare baseline (benchmarks/views.py), for the server bailing_bench starts.
+    urlpatterns.append(path("agent-api/v1/_bench/", include("benchmarks.urls")))
 
 # Last: anything else under the agent and push prefixes (the bare prefixes included, which would otherwise be
 # redirected to their slashed form by APPEND_SLASH) answers the JSON 404 envelope.
-urlpatterns.append(re_path(API_PREFIX_PATTERN, ApiNotFound.as_view()))
+urlpatterns.append(re_path(api_prefix_pattern(), ApiNotFound.as_view()))
 
 handler400 = "bailing.shell.errors.bad_request"
 handler403 = "bailing.shell.errors.permission_denied"

@@ -23,9 +23,8 @@ from django.db.models import Q
 
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
-from bailing.roles import ADMINISTRATOR, ROLE_PERMISSIONS, roles_sync
+from bailing.roles import ADMINISTRATOR, ROLES, roles_sync
 
-ROLES = tuple(ROLE_PERMISSIONS)
 GENERATED_PASSWORD_BYTES = 18
 
 

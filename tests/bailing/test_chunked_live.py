@@ -1,6 +1,6 @@
 """Chunked request bodies against the real servers, with raw sockets: gunicorn alone
 (``bailing/gunicorn.conf.py``) de-chunks them into a stream without ``Content-Length`` that the hub
-reads, measures and parses; behind the front (``python -m bailing.front``, the production topology)
+reads, measures and parses; behind the front (``python -m front``, the production topology)
 the front de-chunks and measures them before gunicorn sees them. Broken framing is 400
 ``invalid_request`` either way, and a client that disconnects mid-chunk gets nothing and leaves no
 traceback in the server's log.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bailing.front.launcher import hub_running
+from front.launcher import hub_running
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -104,7 +104,7 @@ def test_under_gunicorn_the_workers_counts_are_summed(tmp_path):
     """The production topology (front + gunicorn with several workers), multiprocess mode."""
     import urllib.request
 
-    from bailing.front.launcher import hub_running
+    from front.launcher import hub_running
 
     env = {
         "BAILING_METRICS_TOKEN": TOKEN,

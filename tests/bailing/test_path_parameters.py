@@ -18,7 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.converters import IntConverter, UUIDConverter
 from django.urls.resolvers import RegexPattern
 
-from bailing.api.middleware import on_agent_surface
+from bailing.api.surfaces import on_agent_surface
 from bailing.converters import SegmentConverter, SegmentsConverter
 from tests.factories import UserFactory
 

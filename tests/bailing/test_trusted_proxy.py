@@ -104,7 +104,7 @@ def test_forwarded_for_names_the_client_only_behind_a_named_proxy(settings):
 
 def test_the_front_and_gunicorn_read_the_same_list(settings):
     """One setting names the proxies for every tier: the front at the edge, gunicorn, the middleware."""
-    from bailing.front.launcher import front_config
+    from front.launcher import front_config
 
     settings.BAILING_TRUSTED_PROXIES = ["10.0.0.5"]
     assert front_config("/tmp/x.sock").trusted_proxies == ("10.0.0.5",)

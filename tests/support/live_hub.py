@@ -1,4 +1,4 @@
-"""The hub as shipped (the front before gunicorn, ``python -m bailing.front``) on this test session's
+"""The hub as shipped (the front before gunicorn, ``python -m front``) on this test session's
 database: the URL a live hub needs, and a module fixture helper that starts one and stops it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from django.db import connection
 
 from bailing.db.urls import database_url
-from bailing.front.launcher import hub_running
+from front.launcher import hub_running
 
 
 def test_database_url() -> str:

@@ -41,7 +41,7 @@ See docs/protocol.md "The HTTP front". Every answer the front makes itself carri
 ``Cache-Control: no-store`` and ``Connection: close``, and the connection is closed after it: the
 front stops sending, reads and drops what still comes for a moment (so the answer is not lost to a
 reset), and never parses another request on it — one pipelined behind a refused request is neither
-answered nor forwarded. Under the API prefixes (:data:`bailing.api.middleware.AGENT_PREFIXES`) the
+answered nor forwarded. Under the API prefixes (:func:`bailing.api.surfaces.api_prefixes`) the
 answer is the hub's JSON envelope with the codes of :mod:`bailing.api.errors`, elsewhere a line of
 text. Nothing of a request (line, headers, body) is ever logged.
 """
@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import h11
 
 from bailing.api import errors
-from bailing.api.middleware import on_agent_surface
+from bailing.api.surfaces import on_agent_surface
 
 logger = logging.getLogger("bailing.front")
 

@@ -1,4 +1,4 @@
-"""``python -m bailing.front``: gunicorn behind the front (bailing/front/launcher.py).
+"""``python -m front``: gunicorn behind the front (front/launcher.py).
 
 It takes no options — the environment configures it, as a service manager sets it — but it answers
 ``--help`` (and refuses anything else) instead of starting a server by surprise.
@@ -10,7 +10,7 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
-        prog="python -m bailing.front",
+        prog="python -m front",
         description="Run the hub in its production topology: gunicorn on a private unix socket, the "
         "front (a buffering proxy that reads every request whole) on BAILING_BIND (default "
         "127.0.0.1:8000), in the foreground until SIGTERM or Ctrl-C.",
@@ -23,6 +23,6 @@ def build_parser() -> argparse.ArgumentParser:
 if __name__ == "__main__":
     build_parser().parse_args()
 
-    from bailing.front.launcher import main
+    from front.launcher import main
 
     sys.exit(main())

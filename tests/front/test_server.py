@@ -1,4 +1,4 @@
-"""The front (bailing/front/server.py) in process, before a fake gunicorn that records what it gets.
+"""The front (front/server.py) in process, before a fake gunicorn that records what it gets.
 
 Raw sockets on loopback; every wait is bounded. What gunicorn behind the real front does with these
 requests is in ``test_front_live.py``.
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from bailing.front.server import Front, FrontConfig, upstream_limits
+from front.server import Front, FrontConfig, upstream_limits
 
 BUDGETS = {"/agent-api/v1/small": 64}
 DEFAULT_BUDGET = 4096

@@ -12,8 +12,8 @@ import struct
 import pytest
 from django.core.management import call_command
 
-from bailing.benchmarks import free_port, process_table
-from bailing.management.commands.bailing_bench import BENCH_QUERIES, RESULT_SCHEMA
+from benchmarks.harness import free_port, process_table
+from benchmarks.management.commands.bailing_bench import BENCH_QUERIES, RESULT_SCHEMA
 
 
 def _children() -> set[int]:
@@ -66,7 +66,7 @@ def test_one_short_round_on_the_bare_endpoint_writes_the_json_and_the_plot(tmp_p
 
     assert min(_png_size(plot_path)) > 100
     after_path = tmp_path / "after.png"
-    from bailing.benchmarks import plot_ratios
+    from benchmarks.harness import plot_ratios
 
     plot_ratios(after_path, result, baseline=result)
     assert min(_png_size(after_path)) > 100

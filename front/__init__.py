@@ -1,4 +1,4 @@
-"""The hub's front: a buffering HTTP/1.1 reverse proxy in front of gunicorn (``python -m bailing.front``).
+"""The hub's front: a buffering HTTP/1.1 reverse proxy in front of gunicorn (``python -m front``).
 
 gunicorn's threads are few (workers × threads) and a thread reading a request belongs to that
 request's client until it is complete: a few clients that never finish their headers, or declare a

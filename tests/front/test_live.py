@@ -1,4 +1,4 @@
-"""The production topology, started as ``make demo`` starts it (``python -m bailing.front``: the front
+"""The production topology, started as ``make demo`` starts it (``python -m front``: the front
 before gunicorn under the shipped config), on this test session's database, probed with raw sockets.
 
 - Errors the HTTP layer raises itself under the API prefixes are the hub's JSON envelope with
@@ -21,8 +21,8 @@ import pytest
 from django.db import connection
 
 from bailing.api.parsers import path_body_budget
-from bailing.chaos import slow_clients
-from bailing.front.launcher import front_config, hub_running
+from chaos import slow_clients
+from front.launcher import front_config, hub_running
 
 LIMIT_SECONDS = 2
 
@@ -246,7 +246,7 @@ PREFIXES = [b"/agent-api/v1/", b"/mcp/"]
 
 @pytest.fixture(scope="module")
 def front():
-    """The configuration ``python -m bailing.front`` runs the front with (its limits)."""
+    """The configuration ``python -m front`` runs the front with (its limits)."""
     return front_config("unused.sock")
 
 

@@ -1,6 +1,6 @@
 """The production topology: gunicorn on a private unix socket, the front on ``BAILING_BIND``.
 
-``python -m bailing.front`` (what ``scripts/run-demo`` runs, and what a service manager should run in
+``python -m front`` (what ``scripts/run-demo`` runs, and what a service manager should run in
 production) starts gunicorn under ``bailing/gunicorn.conf.py`` bound to a socket in a fresh 0700
 directory — only this user can reach it, and it is the only way into gunicorn — with the PROXY
 protocol on, waits until it accepts, then serves the front on ``BAILING_BIND`` in the foreground.
@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 GUNICORN_CONF = ROOT / "bailing" / "gunicorn.conf.py"
 
 logger = logging.getLogger("bailing.front")
@@ -54,12 +54,12 @@ def _socket_accepts(path: str) -> bool:
 
 
 def gunicorn_limit_args(config) -> list[str]:
-    """gunicorn's request limits from the front's (:func:`bailing.front.server.upstream_limits`), as
+    """gunicorn's request limits from the front's (:func:`front.server.upstream_limits`), as
     command-line options: they override bailing/gunicorn.conf.py, which keeps gunicorn's defaults for
     gunicorn run alone."""
     from gunicorn.config import KNOWN_SETTINGS
 
-    from bailing.front.server import upstream_limits
+    from front.server import upstream_limits
 
     option = {setting.name: setting.cli[0] for setting in KNOWN_SETTINGS if setting.cli}
     return [f"{option[name]}={value}" for name, value in upstream_limits(config).items()]
@@ -99,7 +99,7 @@ def front_config(socket_path: str):
     from django.conf import settings
 
     from bailing.api.parsers import path_body_budget
-    from bailing.front.server import FrontConfig
+    from front.server import FrontConfig
 
     return FrontConfig(
         upstream=socket_path,
@@ -116,7 +116,7 @@ def front_config(socket_path: str):
 
 
 async def _serve(host: str, port: int, config, gunicorn: subprocess.Popen) -> int:
-    from bailing.front.server import Front
+    from front.server import Front
 
     front = Front(config)
     addresses = await front.start(host, port)
@@ -217,12 +217,12 @@ def wait_answering(port: int, process: subprocess.Popen, timeout: float = 120.0)
 
 @contextlib.contextmanager
 def hub_running(*, extra_env: Mapping[str, str] | None = None, log: IO | None = None) -> Iterator[str]:
-    """``python -m bailing.front`` on a free loopback port; yields its URL, then stops it (and gunicorn)."""
+    """``python -m front`` on a free loopback port; yields its URL, then stops it (and gunicorn)."""
     port = free_port()
     env = {**os.environ, "BAILING_BIND": f"127.0.0.1:{port}", **(extra_env or {})}
     output = log if log is not None else subprocess.DEVNULL
     process = subprocess.Popen(
-        [sys.executable, "-m", "bailing.front"], cwd=ROOT, env=env, stdout=output, stderr=output
+        [sys.executable, "-m", "front"], cwd=ROOT, env=env, stdout=output, stderr=output
     )
     try:
         wait_answering(port, process)

@@ -24,13 +24,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from bailing.front.launcher import stop_process
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from front.launcher import free_port, stop_process
 
 
 def wait_ready(port: int, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:

@@ -1,14 +1,14 @@
 """``manage.py bailing_chaos --scenario db-restart|slow-clients [--json FILE]``: break things on purpose
 against a real hub and print what happened (figures, not a test; it exits 1 when a rule broke).
 
-``db-restart`` (:mod:`bailing.management.chaos_db_restart`) needs a PostgreSQL it may kill, so it
+``db-restart`` (:mod:`chaos.db_restart`) needs a PostgreSQL it may kill, so it
 never uses the configured one: it starts a dedicated embedded server on a fresh data directory under
 the system's temporary directory, re-runs itself in a child process whose settings point there
 (``BAILING_PGDATA``), and removes the server and its directory afterwards, however the run ended.
 It prints requests by status, the recovery seconds of a fast shutdown and of a crash, and the turns
 lost or duplicated as counted in the database.
 
-``slow-clients`` runs ``bailing.chaos.slow_clients.run`` (slow and stalled clients against the
+``slow-clients`` runs ``chaos.slow_clients.run`` (slow and stalled clients against the
 gunicorn topology); without that module it says so and exits 2.
 """
 
@@ -76,7 +76,7 @@ class Command(BaseCommand):
             self._write_json(options["json"], figures)
             return
         outages = [name.strip() for name in options["outages"].split(",") if name.strip()]
-        from bailing.management.chaos_db_restart import OUTAGES
+        from chaos.db_restart import OUTAGES
 
         if not outages or any(name not in OUTAGES for name in outages):
             raise CommandError(f"--outages takes {', '.join(OUTAGES)} (comma-separated)")
@@ -138,7 +138,7 @@ class Command(BaseCommand):
             raise CommandError(f"db-restart failed (exit {child.returncode})")
 
     def _db_restart_here(self, options: dict[str, Any], outages: list[str]) -> None:
-        from bailing.management import chaos_db_restart
+        from chaos import db_restart
 
         pgdata = Path(options["dedicated_server"]).resolve()
         if (
@@ -152,7 +152,7 @@ class Command(BaseCommand):
             self.stdout.write(text)
             self.stdout.flush()
 
-        figures = chaos_db_restart.run(
+        figures = db_restart.run(
             say=say,
             pgdata=pgdata,
             outages=outages,
@@ -163,7 +163,7 @@ class Command(BaseCommand):
             settle=options["settle"],
             interval=options["interval"],
         )
-        for line in chaos_db_restart.summary_lines(figures):
+        for line in db_restart.summary_lines(figures):
             self.stdout.write(line)
         self._write_json(options["json"], figures)
         if not figures["ok"]:
@@ -173,12 +173,12 @@ class Command(BaseCommand):
 
     def _slow_clients(self, options: dict[str, Any]) -> dict[str, Any]:
         try:
-            module = importlib.import_module("bailing.chaos.slow_clients")
+            module = importlib.import_module("chaos.slow_clients")
         except ModuleNotFoundError as exc:
-            if exc.name not in ("bailing.chaos", "bailing.chaos.slow_clients"):
+            if exc.name not in ("chaos", "chaos.slow_clients"):
                 raise
             raise CommandError(
-                "the slow-clients scenario is not available: bailing.chaos.slow_clients is missing",
+                "the slow-clients scenario is not available: chaos.slow_clients is missing",
                 returncode=2,
             ) from None
         figures = module.run(

@@ -1,4 +1,4 @@
-"""The benchmark plumbing (bailing/benchmarks.py): CPU accounting from /proc, the ratio arithmetic, the
+"""The benchmark harness (benchmarks/harness.py): CPU accounting from /proc, the ratio arithmetic, the
 SQL count read from libpq's trace, and the load generators' rotating, never-repeating bodies. Figures
 themselves are never asserted (benchmarks print them); only that they are computed right."""
 
@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.db import connection, transaction
 
-from bailing.benchmarks import (
+from benchmarks.harness import (
     CLOCK_TICKS,
     LoadSpec,
     ProcStat,
@@ -32,7 +32,6 @@ from bailing.benchmarks import (
     wrk_load,
     wrk_script,
 )
-from bailing.db.urls import database_url
 
 
 def test_a_proc_stat_line_is_read_even_when_the_command_name_has_spaces_and_parentheses():
@@ -113,18 +112,9 @@ def test_median_of_known_values():
     assert median([None, None]) is None
 
 
-def test_a_database_url_names_the_connections_database():
-    url = database_url({"HOST": "/tmp/pg sock", "USER": "postgres", "NAME": "test_db", "PORT": ""})
-    assert url == "postgres://postgres@/test_db?host=/tmp/pg%20sock"
-    assert (
-        database_url({"HOST": "db", "USER": "u", "PASSWORD": "p@ss", "NAME": "n", "PORT": 6543})
-        == "postgres://u:p%40ss@db:6543/n"
-    )
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_sql_of_a_block_is_read_from_libpqs_trace():
-    from bailing.benchmarks import libpq_traced
+    from benchmarks.harness import libpq_traced
 
     with libpq_traced(connection) as trace:
         with transaction.atomic(), connection.cursor() as cursor:
@@ -260,7 +250,7 @@ def _result(commit: str, ratios: dict[str, tuple[float | None, float | None]]) -
 
 
 def test_the_plot_is_a_png_with_and_without_a_baseline(tmp_path):
-    from bailing.benchmarks import plot_ratios
+    from benchmarks.harness import plot_ratios
 
     after = _result("b" * 40, {"search": (0.12, 0.2), "turn": (0.4, None), "new": (0.5, 0.6)})
     before = _result("a" * 40, {"search": (0.06, 0.1), "turn": (0.2, 0.3)})  # "new" did not exist

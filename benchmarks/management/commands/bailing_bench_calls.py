@@ -33,13 +33,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 from django.test import Client as DjangoClient
-from django.utils import timezone
 
 from agent_runtime.config import validate_route_config
 from agent_runtime.identity import AgentIdentity
@@ -49,19 +47,19 @@ from agent_runtime.services.config_apply import route_upsert
 from agent_runtime.services.http_dispatch import dispatch_request_build, dispatch_send
 from agent_runtime.services.invocations import idempotency_key
 from agent_runtime.services.providers import provider_refresh, provider_set_secret
-from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools.compiler import CompiledTool
 from bailing import signing
 from bailing.audit.actor import Actor
-from bailing.benchmarks import (
+from bailing.db.urls import database_url
+from benchmarks.fixtures import agent_session_open
+from benchmarks.harness import (
     SqlCount,
     gunicorn_server,
     libpq_traced,
     parse_libpq_trace,
     percentile,
 )
-from bailing.db.urls import database_url
-from bailing.front.launcher import stop_process
+from front.launcher import stop_process
 
 ROUTE = "bench-calls"
 CLIENT = "bench-caller"
@@ -77,7 +75,7 @@ LISTENING_PREFIX = "demo business system listening on "
 
 def demo_shop_start() -> tuple[subprocess.Popen[str], str, str]:
     """Start a Demo Shop on a free loopback port with a fresh tool secret: (process, base URL, secret).
-    Stop it with :func:`bailing.front.launcher.stop_process`."""
+    Stop it with :func:`front.launcher.stop_process`."""
     secret = "bench-" + secrets.token_hex(24)
     process = subprocess.Popen(
         [sys.executable, "-m", "demo_business", "--host", "127.0.0.1", "--port", "0"],
@@ -137,19 +135,9 @@ def calls_fixtures(base_url: str, secret: str) -> tuple[AgentSession, str]:
             "rate_limit_per_min": 0,
         },
     )
-    access = new_secret(ACCESS_TOKEN_PREFIX)
-    now = timezone.now()
-    session = AgentSession.objects.create(
-        client=client,
-        device_label="benchmark",
-        principal={"id": SUBJECT},
-        on_behalf_of=SUBJECT,
-        allowed_routes=[ROUTE],
-        access_token_hash=secret_hash(access),
-        access_expires_at=now + timedelta(hours=2),
-        refresh_expires_at=now + timedelta(days=1),
+    return agent_session_open(
+        client=client, routes=[ROUTE], subject=SUBJECT, device_label="benchmark", access_hours=2
     )
-    return session, access
 
 
 def calls_cleanup() -> None:
@@ -172,7 +160,7 @@ def add_server_arguments(parser) -> None:
 
 
 def server_options(options: dict) -> dict:
-    """:func:`bailing.benchmarks.gunicorn_server` keywords from :func:`add_server_arguments` options."""
+    """:func:`benchmarks.harness.gunicorn_server` keywords from :func:`add_server_arguments` options."""
     if options.get("workers") is not None and options["workers"] < 1:
         raise CommandError("--workers must be at least 1")
     if options.get("threads") is not None and options["threads"] < 1:

@@ -17,7 +17,7 @@ unknown bearer) — and their latency and failures are the figures: a failure is
 
 ``run()`` is what ``bailing_chaos --scenario slow-clients`` calls. Without ``url`` it starts the
 production topology itself (the front and gunicorn, exactly as ``make demo`` does) on a free loopback
-port and stops it afterwards. Until that command exists: ``python -m bailing.chaos.slow_clients``.
+port and stops it afterwards. Until that command exists: ``python -m chaos.slow_clients``.
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ def measure(
 @contextlib.contextmanager
 def _own_hub(options: dict[str, Any]) -> Iterator[str]:
     """The production topology on a free loopback port (what ``make demo`` starts)."""
-    from bailing.front.launcher import hub_running
+    from front.launcher import hub_running
 
     with hub_running(extra_env=options.get("extra_env")) as url:
         yield url
@@ -305,7 +305,7 @@ def run(*, stdout: TextIO, connections: int = 200, seconds: float = 20.0, **opti
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m bailing.chaos.slow_clients",
+        prog="python -m chaos.slow_clients",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

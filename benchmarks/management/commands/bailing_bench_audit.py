@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_chain_verify, audit_record, audit_seal
 from bailing.audit.models import AuditEvent
-from bailing.benchmarks import percentile
+from benchmarks.harness import percentile
 
 ACTION = "bailing.bench.audit"
 SCRATCH_TABLE = "bailing_bench_audit_rows"

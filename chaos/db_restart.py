@@ -6,7 +6,7 @@ running demo's or the tests', is never touched). Here, against that server:
 
 1. migrate, create a client, a workspace and an agent session;
 2. start the supervisor the demo runs (``python -m bailing.db.embedded supervise``) and the hub under
-   gunicorn through the benchmarks' launcher (:func:`bailing.benchmarks.gunicorn_running`), its log
+   gunicorn through the benchmarks' launcher (:func:`benchmarks.harness.gunicorn_running`), its log
    captured to a file;
 3. drive a steady stream: turn writers (``POST /agent-api/v1/workspaces/<route>/turns``, each turn
    retried with the same idempotency ids until it answers 200, as a client honouring 503 does) and
@@ -35,7 +35,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +42,12 @@ import psycopg
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
-from django.utils import timezone
 
-from agent_runtime.models import AgentRun, AgentSession, Client, Route, VisibleMessage
-from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
-from bailing.benchmarks import gunicorn_running
+from agent_runtime.models import AgentRun, Client, Route, VisibleMessage
 from bailing.db import embedded
-from bailing.front.launcher import stop_process
+from benchmarks.fixtures import agent_session_open
+from benchmarks.harness import gunicorn_running
+from front.launcher import stop_process
 
 ROUTE_KEY = "chaos"
 CLIENT_APP_ID = "chaos-agent"
@@ -219,17 +217,8 @@ def _fixtures() -> str:
         target_config={"system_prompt": "You answer order questions."},
         agent_client={"enabled": True},
     )
-    access = new_secret(ACCESS_TOKEN_PREFIX)
-    now = timezone.now()
-    AgentSession.objects.create(
-        client=client,
-        device_label="chaos",
-        principal={"id": "chaos"},
-        on_behalf_of="chaos",
-        allowed_routes=[ROUTE_KEY],
-        access_token_hash=secret_hash(access),
-        access_expires_at=now + timedelta(hours=2),
-        refresh_expires_at=now + timedelta(days=1),
+    _, access = agent_session_open(
+        client=client, routes=[ROUTE_KEY], subject="chaos", device_label="chaos", access_hours=2
     )
     return access
 

@@ -36,7 +36,7 @@ import os
 import secrets
 import shutil
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -44,16 +44,16 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 from django.test import Client as DjangoClient
-from django.utils import timezone
 
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentSession, Client, Route, ToolInvocation, ToolProvider
 from agent_runtime.selectors.catalog import route_catalog
 from agent_runtime.services.tool_specs import provider_spec_store
-from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, new_secret, secret_hash
 from agent_runtime.tools import compile_spec
 from bailing.audit.actor import Actor
-from bailing.benchmarks import (
+from bailing.db.urls import database_url
+from benchmarks.fixtures import agent_session_open
+from benchmarks.harness import (
     CLOCK_TICKS,
     HEX_MARK,
     NUMBER_MARK,
@@ -75,9 +75,8 @@ from bailing.benchmarks import (
     tree_ticks,
     wrk_load,
 )
-from bailing.db.urls import database_url
-from bailing.front.launcher import stop_process
-from bailing.management.commands import bailing_bench_calls as calls
+from benchmarks.management.commands import bailing_bench_calls as calls
+from front.launcher import stop_process
 from knowledge.config import validate_knowledge_base_config
 from knowledge.models import KnowledgeBase
 from knowledge.services.agent_knowledge import agent_knowledge_search
@@ -376,17 +375,12 @@ class Command(BaseCommand):
         Route.objects.update_or_create(
             route_key=BENCH_PLAIN_KEY, defaults={**common, "name": "Benchmark workspace without knowledge"}
         )
-        access = new_secret(ACCESS_TOKEN_PREFIX)
-        now = timezone.now()
-        session = AgentSession.objects.create(
+        session, access = agent_session_open(
             client=client,
+            routes=[BENCH_KEY, BENCH_PLAIN_KEY],
+            subject="bench",
             device_label="benchmark",
-            principal={"id": "bench"},
-            on_behalf_of="bench",
-            allowed_routes=[BENCH_KEY, BENCH_PLAIN_KEY],
-            access_token_hash=secret_hash(access),
-            access_expires_at=now + timedelta(hours=4),
-            refresh_expires_at=now + timedelta(days=1),
+            access_hours=4,
         )
         return access, route, session
 

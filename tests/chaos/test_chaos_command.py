@@ -90,7 +90,7 @@ def test_unknown_outages_are_refused():
 
 
 def test_slow_clients_without_its_module_says_so_and_exits_2(monkeypatch):
-    monkeypatch.setitem(sys.modules, "bailing.chaos.slow_clients", None)  # import fails as if absent
+    monkeypatch.setitem(sys.modules, "chaos.slow_clients", None)  # import fails as if absent
     with pytest.raises(CommandError) as caught:
         call_command("bailing_chaos", scenario="slow-clients", stdout=io.StringIO())
     assert caught.value.returncode == 2
@@ -104,9 +104,9 @@ def test_slow_clients_runs_the_module_and_writes_its_figures(monkeypatch, tmp_pa
         stdout.write("slow clients: running")
         return {"connections": connections, "answers": {"200": 7}}
 
-    module = types.ModuleType("bailing.chaos.slow_clients")
+    module = types.ModuleType("chaos.slow_clients")
     module.run = run
-    monkeypatch.setitem(sys.modules, "bailing.chaos.slow_clients", module)
+    monkeypatch.setitem(sys.modules, "chaos.slow_clients", module)
     out = io.StringIO()
     figures_file = tmp_path / "slow.json"
     call_command(

@@ -1,1 +1,0 @@
-"""Chaos scenarios run against a live hub (``bailing_chaos --scenario ...``); figures, not tests."""

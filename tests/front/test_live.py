@@ -18,11 +18,11 @@ import json
 import socket
 
 import pytest
-from django.db import connection
 
 from bailing.api.parsers import path_body_budget
 from chaos import slow_clients
 from front.launcher import front_config, hub_running
+from tests.support.live_hub import test_database_url
 
 LIMIT_SECONDS = 2
 
@@ -32,19 +32,10 @@ LIMIT_SECONDS = 2
 pytestmark = pytest.mark.django_db
 
 
-def _database_url() -> str:
-    settings = connection.settings_dict
-    host = settings["HOST"] or settings.get("OPTIONS", {}).get("host", "")
-    user = settings["USER"] or "postgres"
-    if host.startswith("/"):
-        return f"postgres://{user}@/{settings['NAME']}?host={host}"
-    return f"postgres://{user}@{host}:{settings['PORT'] or 5432}/{settings['NAME']}"
-
-
 @pytest.fixture(scope="module")
 def hub(django_db_setup, tmp_path_factory):
     env = {
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": test_database_url(),
         "GUNICORN_WORKERS": "2",
         "GUNICORN_THREADS": "4",
         "BAILING_FRONT_HEADER_TIMEOUT": str(LIMIT_SECONDS),

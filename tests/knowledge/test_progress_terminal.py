@@ -18,22 +18,13 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
 from tests.knowledge.test_eval_command import _beir
+from tests.support.live_hub import test_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 RED = "\x1b[31"  # Django's ERROR style is bold red (ESC[31;1m); plain red would be ESC[31m
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _database_url() -> str:
-    settings = connection.settings_dict
-    host = settings["HOST"] or settings.get("OPTIONS", {}).get("host", "")
-    user = settings["USER"] or "postgres"
-    if host.startswith("/"):
-        return f"postgres://{user}@/{settings['NAME']}?host={host}"
-    return f"postgres://{user}@{host}:{settings['PORT'] or 5432}/{settings['NAME']}"
 
 
 def _in_a_terminal(*argv: str, timeout: float = 240) -> tuple[int, str]:
@@ -43,7 +34,7 @@ def _in_a_terminal(*argv: str, timeout: float = 240) -> tuple[int, str]:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a 120-column terminal
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": test_database_url(),
         "TERM": "xterm-256color",
         "COLUMNS": "120",
         "PYTHONUNBUFFERED": "1",

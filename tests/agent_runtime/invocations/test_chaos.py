@@ -29,6 +29,7 @@ from tests.support.invocations import (
     resume_url,
     workspace,
 )
+from tests.support.live_hub import test_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROUTE = "chaos"
@@ -216,24 +217,13 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _database_url() -> str:
-    settings = connection.settings_dict
-    # The embedded server's URL names its socket directory as the ``host`` option.
-    host = settings["HOST"] or settings.get("OPTIONS", {}).get("host", "")
-    user = settings["USER"] or "postgres"
-    name = settings["NAME"]
-    if host.startswith("/"):
-        return f"postgres://{user}@/{name}?host={host}"
-    return f"postgres://{user}@{host}:{settings['PORT'] or 5432}/{name}"
-
-
 @pytest.fixture
 def gunicorn_hub(tmp_path):
     """The hub under the shipped gunicorn config, on this test's database, one worker."""
     port = _free_port()
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": test_database_url(),
         "BAILING_BIND": f"127.0.0.1:{port}",
         "GUNICORN_WORKERS": "1",
         "GUNICORN_THREADS": "4",

@@ -55,9 +55,10 @@ from knowledge.console.forms import (
     max_upload_mib,
 )
 from knowledge.models import KB_ID_RE, Chunk, Document, KnowledgeBase
-from knowledge.selectors.search import SearchResult, knowledge_search_bases
+from knowledge.selectors.search import SearchResult
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
 from knowledge.services.documents import document_delete, document_put
+from knowledge.services.retrieval import knowledge_search_bases
 from knowledge.vectors import vector_storage_ready
 
 VIEW_PERMISSION = "knowledge.view_knowledgebase"

@@ -84,8 +84,9 @@ from knowledge.errors import (
 )
 from knowledge.models import Document
 from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
-from knowledge.selectors.search import Hit, SearchResult, knowledge_search
+from knowledge.selectors.search import Hit, SearchResult
 from knowledge.services.documents import document_revision
+from knowledge.services.retrieval import knowledge_search
 from knowledge.tokens import (
     REFERENCE_TTL_SECONDS,
     RefClaims,

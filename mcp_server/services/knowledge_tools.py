@@ -1,7 +1,7 @@
 """The MCP knowledge tools ``search_knowledge`` and ``ask_knowledge`` (docs/protocol.md "MCP endpoint").
 
 Both search the workspace's knowledge scope with the same hybrid retriever as the REST knowledge
-protocol (:func:`knowledge.selectors.search.knowledge_search`), under the MCP tools' own limits:
+protocol (:func:`knowledge.services.retrieval.knowledge_search`), under the MCP tools' own limits:
 
 * ``query`` must be a string with a non-whitespace character (else the tool fails with
   ``Tool failed: `query` must be a non-empty string``) and at most 2,000 characters, the REST
@@ -37,8 +37,9 @@ from bailing.api.limits import cut_utf16, utf16_length
 from bailing.audit.ledger import audit_record
 from knowledge.models import Document
 from knowledge.selectors.scope import knowledge_scope
-from knowledge.selectors.search import STATUS_UNAVAILABLE, Hit, SearchResult, knowledge_search
+from knowledge.selectors.search import STATUS_UNAVAILABLE, Hit, SearchResult
 from knowledge.services.answers import AnswerSource, AnswerUnavailable, knowledge_answer
+from knowledge.services.retrieval import knowledge_search
 
 SEARCH_TOOL = "search_knowledge"
 ASK_TOOL = "ask_knowledge"

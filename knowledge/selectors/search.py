@@ -50,11 +50,11 @@ Status and degradation (docs/protocol.md "Search status values")
                      (``embedding_failed:<kb>``; the KB still answers lexically).
     ``unavailable``  every source failed. Never an empty ``ok`` when retrieval failed.
 
-Two steps, so that this module only reads (it imports no service and never calls the network):
-:func:`knowledge_search_plan` validates the query and decides the lanes, their depth and which KBs
-need a query vector; :mod:`knowledge.services.retrieval` embeds the query for those (or takes the
-vector from the query-vector cache) and hands the vectors to :func:`knowledge_search_run`, which
-runs the lanes, the freshness check and the fusion.
+This module only reads (it imports no service and never calls the network):
+:mod:`knowledge.services.retrieval` validates and cuts the query, decides the lanes and which KBs
+need a query vector (a :class:`SearchPlan`), embeds the query for those (or takes the vector from the
+query-vector cache) and hands plan and vectors to :func:`knowledge_search_run`, which runs the
+lanes, the freshness check and the fusion.
 
 Each KB's lanes and the freshness check are one statement (the lanes as materialized CTEs), run
 with a statement timeout and the HNSW search depth set for it alone: outside a transaction the
@@ -69,18 +69,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.db import DatabaseError, connection, transaction
 
-from agent_runtime.config import FUSION_DEFAULTS
 from knowledge.lexical import TS_CONFIG, lexical_query
 from knowledge.metrics import SEARCH_LANE_SECONDS
 from knowledge.models import Document, KnowledgeBase
-from knowledge.vectors import VECTOR_TABLE, register, vector_storage_ready
+from knowledge.vectors import VECTOR_TABLE, register
 
 logger = logging.getLogger(__name__)
 
@@ -97,11 +96,6 @@ DEFAULT_CANDIDATES = 50
 MAX_CANDIDATES = 1000
 # Below pgvector's default ef_search (40) recall drops sharply even for small result sets.
 MIN_EF_SEARCH = 40
-# What retrieval reads of a query, for the lexical lane and the query embedding alike: a turn's input
-# may be 64,000 characters and embedding windows truncate long input anyway, so this bounds what is
-# analysed, tokenised and sent. (What an agent may ask is a surface limit, checked before this:
-# knowledge.services.agent_knowledge.AGENT_QUERY_MAX_CHARS.)
-RETRIEVAL_QUERY_MAX_CHARS = 4000
 # A KB's lanes must not hold a connection for long; a timeout marks that KB failed.
 LANE_STATEMENT_TIMEOUT_MS = 5000
 
@@ -156,18 +150,17 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """One search, decided before its query is embedded (:func:`knowledge_search_plan`)."""
+    """One search, decided before its query is embedded (:mod:`knowledge.services.retrieval`)."""
 
     text: str  # the query as the lanes and the embedding read it: stripped, cut
     bases: tuple[KnowledgeBase, ...]
     missing: tuple[str, ...]  # configured KBs that do not exist (failed sources)
-    limit: int
-    min_score: float | None
-    method: str  # fusion method
-    rrf_k: int
+    limit: int  # at least 1
+    min_score: float | None  # cosine threshold of the vector lane; None: none
+    fusion: dict[str, Any]  # FUSION_DEFAULTS with the caller's settings over them
     weights: dict[str, float]
     wanted: tuple[str, ...]  # the requested lanes whose weight is not 0
-    depth: int  # candidates per lane and KB
+    candidates: int | None  # lane depth per KB (default DEFAULT_CANDIDATES, within limit..MAX_CANDIDATES)
     vector_ready: bool  # the vector lane is wanted and pgvector storage exists
 
     @property
@@ -204,52 +197,6 @@ class _KbOutcome:
     fresh: dict[int, tuple] = field(default_factory=dict)
 
 
-def knowledge_search_plan(
-    *,
-    bases: list[KnowledgeBase],
-    query: str,
-    limit: int,
-    min_score: float | None,
-    fusion: dict[str, Any],
-    missing: Sequence[str] = (),
-    lanes: tuple[str, ...] = LANES,
-    candidates: int | None = None,
-) -> SearchPlan:
-    """Plan a search of ``bases`` (enabled KBs) for ``query``, at most ``limit`` fresh hits.
-
-    ``missing`` names configured KBs that do not exist (failed sources). ``lanes`` picks the lanes
-    (the eval runs each alone); a requested vector lane that cannot run for a KB degrades that KB to
-    lexical. ``candidates`` is the depth of each lane per KB (default :data:`DEFAULT_CANDIDATES`,
-    at least ``limit``, at most :data:`MAX_CANDIDATES`). ``min_score`` (cosine) filters the vector
-    lane only; ``None`` means no threshold. Raises ``ValueError`` for a blank query, a ``limit``
-    below 1 or an unknown lane — callers validate user input before calling.
-    """
-    text = query.strip()[:RETRIEVAL_QUERY_MAX_CHARS] if isinstance(query, str) else ""
-    if not text:
-        raise ValueError("query must be a non-empty string")
-    if limit < 1:
-        raise ValueError("limit must be at least 1")
-    if not lanes or any(lane not in LANES for lane in lanes):
-        raise ValueError("unknown retrieval lane")
-    settings = {**FUSION_DEFAULTS, **fusion}
-    weights = {LANE_LEXICAL: float(settings["lexical_weight"]), LANE_VECTOR: float(settings["vector_weight"])}
-    wanted = tuple(lane for lane in lanes if weights[lane] > 0)
-    searched = bool(bases or missing)
-    return SearchPlan(
-        text=text,
-        bases=tuple(bases),
-        missing=tuple(missing),
-        limit=limit,
-        min_score=min_score,
-        method=settings["method"],
-        rrf_k=int(settings["rrf_k"]),
-        weights=weights,
-        wanted=wanted,
-        depth=min(max(candidates or DEFAULT_CANDIDATES, limit), MAX_CANDIDATES),
-        vector_ready=searched and LANE_VECTOR in wanted and vector_storage_ready(),
-    )
-
-
 def knowledge_search_run(*, plan: SearchPlan, vectors: Mapping[int, np.ndarray | None]) -> SearchResult:
     """Run ``plan``: every KB's lanes and freshness check, fusion, merge and status.
 
@@ -258,6 +205,8 @@ def knowledge_search_run(*, plan: SearchPlan, vectors: Mapping[int, np.ndarray |
     """
     if plan.disabled:
         return search_disabled()
+    depth = min(max(plan.candidates or DEFAULT_CANDIDATES, plan.limit), MAX_CANDIDATES)
+    method, rrf_k = plan.fusion["method"], int(plan.fusion["rrf_k"])
     degraded: list[str] = []
     if LANE_VECTOR in plan.wanted and not plan.vector_ready:
         degraded.append("vector_extension_missing")
@@ -273,10 +222,10 @@ def knowledge_search_run(*, plan: SearchPlan, vectors: Mapping[int, np.ndarray |
                 outcome,
                 lexical_text=lexical_text,
                 vector=vector,
-                depth=plan.depth,
+                depth=depth,
                 min_score=plan.min_score,
             )
-            _fuse(outcome, method=plan.method, rrf_k=plan.rrf_k, weights=plan.weights)
+            _fuse(outcome, method=method, rrf_k=rrf_k, weights=plan.weights)
     results = [outcome for outcome, _ in outcomes]
 
     merged = sorted(

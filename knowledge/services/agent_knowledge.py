@@ -141,7 +141,8 @@ TRUST = "reference_only"
 DELIVERY_MODES = ["inline", "on_demand"]
 
 # What an agent may ask, on every surface (REST search, MCP search_knowledge and ask_knowledge), in
-# UTF-16 units. Retrieval reads at most RETRIEVAL_QUERY_MAX_CHARS of any query (a turn's is longer).
+# UTF-16 units. Retrieval reads at most retrieval.RETRIEVAL_QUERY_MAX_CHARS of any query (a turn's
+# is longer).
 AGENT_QUERY_MAX_CHARS = 2000
 QUERY_REQUIRED_TEXT = "`query` must be a non-empty string"
 QUERY_TOO_LONG_TEXT = f"`query` must be at most {AGENT_QUERY_MAX_CHARS} characters"

@@ -3,11 +3,11 @@ retrieval").
 
 The one way into the hybrid retriever for every caller — the agent surfaces
 (:mod:`knowledge.services.agent_knowledge`), the console's hit test, ``knowledge_eval`` and
-``knowledge_bench``. :mod:`knowledge.selectors.search` only reads: it plans a search
-(:func:`~knowledge.selectors.search.knowledge_search_plan`) and runs it with the query vectors it is
-given (:func:`~knowledge.selectors.search.knowledge_search_run`). Embedding the query is the step
-between, and it lives here because it may call the network (an OpenAI-compatible endpoint) and
-must run outside any transaction.
+``knowledge_bench``. A search is planned here (the query validated and cut to
+:data:`RETRIEVAL_QUERY_MAX_CHARS`, the lanes and their weights, which KBs need a query vector), the
+query is embedded for those, outside any transaction (embedding may call the network: an
+OpenAI-compatible endpoint), and :func:`knowledge.selectors.search.knowledge_search_run` reads:
+lanes, freshness check, fusion.
 
 Query vectors: one per distinct provider setting of the searched KBs (provider, model, dimension and
 config: a vector of one model means nothing next to another's), taken from the process's
@@ -30,16 +30,24 @@ from knowledge.models import KnowledgeBase
 from knowledge.query_vectors import query_vector_cache
 from knowledge.selectors.scope import KnowledgeScope
 from knowledge.selectors.search import (
+    LANE_LEXICAL,
+    LANE_VECTOR,
     LANES,
     SearchPlan,
     SearchResult,
-    knowledge_search_plan,
     knowledge_search_run,
     search_disabled,
 )
 from knowledge.services.providers import embedding_provider_for
+from knowledge.vectors import vector_storage_ready
 
 logger = logging.getLogger(__name__)
+
+# What retrieval reads of a query, for the lexical lane and the query embedding alike: a turn's input
+# may be 64,000 characters and embedding windows truncate long input anyway, so this bounds what is
+# analysed, tokenised and sent. (What an agent may ask is a surface limit, checked before this:
+# knowledge.services.agent_knowledge.AGENT_QUERY_MAX_CHARS.)
+RETRIEVAL_QUERY_MAX_CHARS = 4000
 
 
 class _FromScope:
@@ -90,18 +98,36 @@ def knowledge_search_bases(
 ) -> SearchResult:
     """Search ``bases`` (enabled KBs) for ``query`` and return at most ``limit`` fresh hits.
 
-    The arguments are :func:`~knowledge.selectors.search.knowledge_search_plan`'s (which raises
-    ``ValueError`` for a blank query, a ``limit`` below 1 or an unknown lane).
+    ``missing`` names configured KBs that do not exist (failed sources). ``lanes`` picks the lanes
+    (the eval runs each alone); a requested vector lane that cannot run for a KB degrades that KB to
+    lexical. ``candidates`` is the depth of each lane per KB (default
+    :data:`~knowledge.selectors.search.DEFAULT_CANDIDATES`, at least ``limit``, at most
+    :data:`~knowledge.selectors.search.MAX_CANDIDATES`). ``min_score`` (cosine) filters the vector
+    lane only; ``None`` means no threshold. Raises ``ValueError`` for a blank query, a ``limit``
+    below 1 or an unknown lane — callers validate user input before calling.
     """
-    plan = knowledge_search_plan(
-        bases=bases,
-        query=query,
+    text = query.strip()[:RETRIEVAL_QUERY_MAX_CHARS] if isinstance(query, str) else ""
+    if not text:
+        raise ValueError("query must be a non-empty string")
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    if not lanes or any(lane not in LANES for lane in lanes):
+        raise ValueError("unknown retrieval lane")
+    settings = {**FUSION_DEFAULTS, **fusion}
+    weights = {LANE_LEXICAL: float(settings["lexical_weight"]), LANE_VECTOR: float(settings["vector_weight"])}
+    wanted = tuple(lane for lane in lanes if weights[lane] > 0)
+    plan = SearchPlan(
+        text=text,
+        bases=tuple(bases),
+        missing=tuple(missing),
         limit=limit,
         min_score=min_score,
-        fusion=fusion,
-        missing=missing,
-        lanes=lanes,
+        fusion=settings,
+        weights=weights,
+        wanted=wanted,
         candidates=candidates,
+        # Nothing to search asks nothing of the database.
+        vector_ready=bool(bases or missing) and LANE_VECTOR in wanted and vector_storage_ready(),
     )
     return knowledge_search_run(plan=plan, vectors=query_vectors_embed(plan=plan))
 

@@ -19,6 +19,10 @@ layers, bottom to top (``docs/architecture.md``):
 8. the project shell — ``bailing.shell``, ``bailing.management``, ``bailing.wsgi``; its commands
    (``bailing.management``) use the apps' public surfaces too
 
+Within every app, selectors only read: a ``selectors`` module never imports a ``services`` module
+(of its own app or any other), so a read cannot write, embed or call the network behind its caller's
+back (STYLE.md "Services and selectors").
+
 Two programs ride along outside the hub: ``demo_business`` (a business system: it may use only the
 stdlib-only contract module ``bailing.signing``) and ``agent_client`` (the reference agent: it
 imports nothing of the hub). Only the shell may start the demo business system.
@@ -277,6 +281,33 @@ def test_the_tools_use_the_apps_public_surfaces_and_the_front_none_at_all():
         "chaos.probe -> agent_runtime.tokens (not part of agent_runtime's public surface)",
         "front.probe -> agent_runtime.models (the front knows no app: it reads the plumbing's registries)",
     ]
+
+
+def selector_service_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a ``services`` module by a ``selectors`` module (module or package, any app)."""
+    return [
+        f"{source} -> {target}"
+        for source, targets in sorted(graph.items())
+        if "selectors" in source.split(".")
+        for target in sorted(targets)
+        if "services" in target.split(".")
+    ]
+
+
+def test_no_selector_imports_a_service():
+    assert selector_service_imports(import_graph()) == []
+
+
+def test_the_selector_guard_sees_a_service_import_in_any_app(tmp_path):
+    module = tmp_path / "search.py"
+    module.write_text("def f():\n    from approvals.services import decisions\n")
+    known = {"approvals.services", "approvals.services.decisions", "knowledge.selectors.search"}
+    graph = {
+        "knowledge.selectors.search": imports_of("knowledge.selectors.search", module, known),
+        "approvals.selectors": {"approvals.models"},
+        "knowledge.services.retrieval": {"knowledge.selectors.search", "knowledge.services.providers"},
+    }
+    assert selector_service_imports(graph) == ["knowledge.selectors.search -> approvals.services.decisions"]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

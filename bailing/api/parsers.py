@@ -139,15 +139,21 @@ class BudgetedJSONParser(BaseParser):
     media_type = "application/json"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        view = (parser_context or {}).get("view")
-        raw = read_budgeted(stream, body_budget(view))
-        # Kept for endpoints whose body is signed (a business decision signs its raw bytes).
-        request = (parser_context or {}).get("request")
-        if request is not None:
-            request.raw_body = raw
+        raw = self.read(stream, parser_context)
         if not raw.strip():
             return {}
         return parse_json_bytes(raw)
+
+    @staticmethod
+    def read(stream, parser_context) -> bytes:
+        """The raw body, read under the view's byte budget (:func:`read_budgeted`)."""
+        context = parser_context or {}
+        raw = read_budgeted(stream, body_budget(context.get("view")))
+        # Kept for endpoints whose body is signed (a business decision signs its raw bytes).
+        request = context.get("request")
+        if request is not None:
+            request.raw_body = raw
+        return raw
 
 
 def declared_length(meta) -> int | None:

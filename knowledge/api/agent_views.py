@@ -16,14 +16,15 @@ from rest_framework.response import Response
 from agent_runtime.api.base import AgentApiView, RawStringField
 from bailing.api.errors import InvalidRequest
 from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictSerializer, validate_strict
+from knowledge import budgets
 from knowledge.budget import SEARCH_MAX_RESULTS
 from knowledge.services import agent_knowledge
 from knowledge.tokens import MAX_TOKEN_CHARS
 
-# Raw JSON budgets: a 2000-unit query escaped as \uXXXX is 12,000 bytes; a reference and a cursor
-# are at most MAX_TOKEN_CHARS each.
-SEARCH_BODY_MAX_BYTES = 16 * 1024
-READ_BODY_MAX_BYTES = 8 * 1024
+# Raw JSON budgets: a query of AGENT_QUERY_MAX_CHARS (2000) units escaped as \uXXXX is 12,000 bytes;
+# a reference and a cursor are at most MAX_TOKEN_CHARS each.
+SEARCH_BODY_MAX_BYTES = budgets.SEARCH_BODY_MAX_BYTES
+READ_BODY_MAX_BYTES = budgets.READ_BODY_MAX_BYTES
 
 
 class KnowledgeCapabilitiesApi(AgentApiView):
@@ -40,22 +41,21 @@ class KnowledgeCapabilitiesApi(AgentApiView):
 class KnowledgeSearchApi(AgentApiView):
     """``POST …/knowledge/search`` → ``bailing.agent-knowledge-search.v1``.
 
-    ``query``: 1–2000 UTF-16 units with at least one non-whitespace character (TAB/LF/CR allowed,
-    other control characters and lone surrogates rejected); ``limit``: integer 1–3; ``run_id``: a
-    UUID (its currency is the service's 404).
+    ``query``: a string (TAB/LF/CR allowed, other control characters and lone surrogates rejected)
+    that the service requires to be non-blank and at most 2000 UTF-16 units
+    (:func:`~knowledge.services.agent_knowledge.agent_query_check`, the rule of every surface);
+    ``limit``: integer 1–3; ``run_id``: a UUID (its currency is the service's 404).
     """
 
     body_max_bytes = SEARCH_BODY_MAX_BYTES
 
     class InputSerializer(StrictSerializer):
-        query = StrictCharField(max_length=agent_knowledge.QUERY_MAX_CHARS, multiline=True)
+        query = StrictCharField(multiline=True, allow_blank=True)
         limit = StrictIntegerField(min_value=1, max_value=SEARCH_MAX_RESULTS, required=False)
         run_id = RawStringField(required=False)
 
     def post(self, request, route: str):
         data = validate_strict(self.InputSerializer, request.data)
-        if not data["query"].strip():
-            raise InvalidRequest(field="query")
         return Response(
             agent_knowledge.agent_knowledge_search(
                 identity=self.identity,

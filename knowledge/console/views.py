@@ -59,9 +59,10 @@ from knowledge.selectors.bases import (
     knowledge_base_routes,
 )
 from knowledge.selectors.documents import document_chunks, document_get, document_list, document_status_counts
-from knowledge.selectors.search import SearchResult, knowledge_search_bases
+from knowledge.selectors.search import SearchResult
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_set_enabled
 from knowledge.services.documents import document_delete, document_put
+from knowledge.services.retrieval import knowledge_search_bases
 from knowledge.vectors import vector_storage_ready
 
 VIEW_PERMISSION = "knowledge.view_knowledgebase"

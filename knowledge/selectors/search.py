@@ -13,8 +13,8 @@ Lanes (per knowledge base)
         lexeme that occurs in fewer chunks than that, an impact-ordered approximation for very common
         lexemes (whose IDF, and so whose weight, is small anyway). One statement per KB.
     ``vector`` (spec name ``vector``)
-        The query is embedded with the KB's own provider (a vector of one model means nothing next
-        to another's) and searched in the KB's partial HNSW cosine index: the statement repeats the
+        The query vector of the KB's own provider (a vector of one model means nothing next to
+        another's) is searched in the KB's partial HNSW cosine index: the statement repeats the
         index's ``embedding::vector(<dim>)`` cast and ``kb_id = <pk>`` predicate, and
         ``hnsw.ef_search`` is raised to the candidate depth so the index can return that many.
         Score = cosine similarity = 1 − cosine distance; ``min_score`` filters this lane only (a
@@ -50,6 +50,12 @@ Status and degradation (docs/protocol.md "Search status values")
                      (``embedding_failed:<kb>``; the KB still answers lexically).
     ``unavailable``  every source failed. Never an empty ``ok`` when retrieval failed.
 
+This module only reads (it imports no service and never calls the network):
+:mod:`knowledge.services.retrieval` validates and cuts the query, decides the lanes and which KBs
+need a query vector (a :class:`SearchPlan`), embeds the query for those (or takes the vector from the
+query-vector cache) and hands plan and vectors to :func:`knowledge_search_run`, which runs the
+lanes, the freshness check and the fusion.
+
 Each KB's lanes and the freshness check are one statement (the lanes as materialized CTEs), run
 with a statement timeout and the HNSW search depth set for it alone: outside a transaction the
 ``set_config(…, true)`` and the statement are sent together in pipeline mode, one round trip and one
@@ -63,22 +69,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.db import DatabaseError, connection, transaction
 
-from agent_runtime.config import FUSION_DEFAULTS
-from knowledge.embeddings import EmbeddingConfigError, EmbeddingError
 from knowledge.lexical import TS_CONFIG, lexical_query
 from knowledge.metrics import SEARCH_LANE_SECONDS
 from knowledge.models import Document, KnowledgeBase
-from knowledge.query_vectors import query_vector_cache
-from knowledge.selectors.scope import KnowledgeScope
-from knowledge.services.providers import embedding_provider_for
-from knowledge.vectors import VECTOR_TABLE, register, vector_storage_ready
+from knowledge.vectors import VECTOR_TABLE, register
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +96,6 @@ DEFAULT_CANDIDATES = 50
 MAX_CANDIDATES = 1000
 # Below pgvector's default ef_search (40) recall drops sharply even for small result sets.
 MIN_EF_SEARCH = 40
-# Embedding windows truncate long input anyway; this bounds what is tokenised and sent.
-QUERY_MAX_CHARS = 4000
 # A KB's lanes must not hold a connection for long; a timeout marks that KB failed.
 LANE_STATEMENT_TIMEOUT_MS = 5000
 
@@ -117,16 +116,6 @@ KB_FAILED = "failed"
 KB_MISSING = "missing"
 
 
-class _FromScope:
-    """Sentinel type: take ``min_score`` from the scope's configuration."""
-
-    def __repr__(self) -> str:
-        return "FROM_SCOPE"
-
-
-FROM_SCOPE: Any = _FromScope()
-
-
 @dataclass(frozen=True)
 class Hit:
     """One returned chunk, re-checked against the current document (see Freshness)."""
@@ -145,6 +134,8 @@ class Hit:
     vector_rank: int | None  # 1-based rank in its KB's vector lane
     vector_score: float | None  # cosine similarity
     retrievers: tuple[str, ...]  # spec lane names that found it: "vector", "text"
+    # The document metadata's ``source`` label, when its connector recorded a non-blank string.
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +146,30 @@ class SearchResult:
     mode: str
     degraded: list[str]  # stable reason codes, see the module docstring
     kb_status: dict[str, str]  # kb_id -> "ok" | "lexical_only" | "failed" | "missing"
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """One search, decided before its query is embedded (:mod:`knowledge.services.retrieval`)."""
+
+    text: str  # the query as the lanes and the embedding read it: stripped, cut
+    bases: tuple[KnowledgeBase, ...]
+    missing: tuple[str, ...]  # configured KBs that do not exist (failed sources)
+    limit: int  # at least 1
+    min_score: float | None  # cosine threshold of the vector lane; None: none
+    fusion: dict[str, Any]  # FUSION_DEFAULTS with the caller's settings over them
+    weights: dict[str, float]
+    wanted: tuple[str, ...]  # the requested lanes whose weight is not 0
+    candidates: int | None  # lane depth per KB (default DEFAULT_CANDIDATES, within limit..MAX_CANDIDATES)
+    vector_ready: bool  # the vector lane is wanted and pgvector storage exists
+
+    @property
+    def disabled(self) -> bool:
+        return not self.bases and not self.missing
+
+    def embeds(self, kb: KnowledgeBase) -> bool:
+        """Whether ``kb``'s vector lane runs, and so needs the query embedded with its provider."""
+        return self.vector_ready and kb.has_embeddings
 
 
 @dataclass
@@ -177,80 +192,29 @@ class _KbOutcome:
     # The KB answered but one requested source failed (an embedding error): makes the search partial.
     failure: bool = False
     candidates: list[_Candidate] = field(default_factory=list)
-    # chunk id -> its current (document_id, seq, content, source_key, title, revision), fresh ones only
+    # chunk id -> its current (document_id, seq, content, source_key, title, revision, source), fresh
+    # ones only
     fresh: dict[int, tuple] = field(default_factory=dict)
 
 
-def knowledge_search(
-    *,
-    scope: KnowledgeScope,
-    query: str,
-    limit: int | None = None,
-    min_score: float | Any | None = FROM_SCOPE,
-) -> SearchResult:
-    """Search a route's knowledge scope with its ``top_k``, ``min_score`` and ``fusion`` settings.
+def knowledge_search_run(*, plan: SearchPlan, vectors: Mapping[int, np.ndarray | None]) -> SearchResult:
+    """Run ``plan``: every KB's lanes and freshness check, fusion, merge and status.
 
-    ``limit`` and ``min_score`` override the scope's values (``min_score=None``: no threshold).
-    Disabled KBs are not in ``scope.bases`` and are not failures; ``scope.missing`` KBs are.
+    ``vectors`` maps the pk of each KB the plan :meth:`~SearchPlan.embeds` to its query vector, or to
+    ``None`` when embedding failed (that KB answers lexically and the search is ``partial``).
     """
-    config = scope.config
-    if not scope.configured:
-        return _disabled()
-    return knowledge_search_bases(
-        bases=list(scope.bases),
-        query=query,
-        limit=config["top_k"] if limit is None else limit,
-        min_score=config["min_score"] if min_score is FROM_SCOPE else min_score,
-        fusion={**FUSION_DEFAULTS, **(config.get("fusion") or {})},
-        missing=list(scope.missing),
-    )
-
-
-def knowledge_search_bases(
-    *,
-    bases: list[KnowledgeBase],
-    query: str,
-    limit: int,
-    min_score: float | None,
-    fusion: dict[str, Any],
-    missing: Sequence[str] = (),
-    lanes: tuple[str, ...] = LANES,
-    candidates: int | None = None,
-) -> SearchResult:
-    """Search ``bases`` (enabled KBs) for ``query`` and return at most ``limit`` fresh hits.
-
-    ``missing`` names configured KBs that do not exist (failed sources). ``lanes`` picks the lanes
-    (the eval runs each alone); a requested vector lane that cannot run for a KB degrades that KB to
-    lexical. ``candidates`` is the depth of each lane per KB (default :data:`DEFAULT_CANDIDATES`,
-    at least ``limit``, at most :data:`MAX_CANDIDATES`). ``min_score`` (cosine) filters the vector
-    lane only; ``None`` means no threshold. Raises ``ValueError`` for a blank query, a ``limit``
-    below 1 or an unknown lane — callers validate user input before calling.
-    """
-    text = query.strip()[:QUERY_MAX_CHARS] if isinstance(query, str) else ""
-    if not text:
-        raise ValueError("query must be a non-empty string")
-    if limit < 1:
-        raise ValueError("limit must be at least 1")
-    if not lanes or any(lane not in LANES for lane in lanes):
-        raise ValueError("unknown retrieval lane")
-    if not bases and not missing:
-        return _disabled()
-    settings = {**FUSION_DEFAULTS, **fusion}
-    depth = min(max(candidates or DEFAULT_CANDIDATES, limit), MAX_CANDIDATES)
-    weights = {LANE_LEXICAL: float(settings["lexical_weight"]), LANE_VECTOR: float(settings["vector_weight"])}
-    wanted = tuple(lane for lane in lanes if weights[lane] > 0)
-
+    if plan.disabled:
+        return search_disabled()
+    depth = min(max(plan.candidates or DEFAULT_CANDIDATES, plan.limit), MAX_CANDIDATES)
+    method, rrf_k = plan.fusion["method"], int(plan.fusion["rrf_k"])
     degraded: list[str] = []
-    vector_ready = LANE_VECTOR in wanted and vector_storage_ready()
-    if LANE_VECTOR in wanted and not vector_ready:
+    if LANE_VECTOR in plan.wanted and not plan.vector_ready:
         degraded.append("vector_extension_missing")
     # The lexical lane's text: the query's terms (Han runs segmented), analysed by to_tsvector in SQL.
-    lexical_text = " ".join(lexical_query(text)) if LANE_LEXICAL in wanted else None
+    lexical_text = " ".join(lexical_query(plan.text)) if LANE_LEXICAL in plan.wanted else None
 
-    query_vectors: dict[tuple, np.ndarray | Exception] = {}
     outcomes = [
-        _kb_plan(kb, wanted=wanted, vector_ready=vector_ready, query=text, vectors=query_vectors)
-        for kb in bases
+        _kb_plan(kb, plan=plan, vector=vectors.get(kb.pk) if plan.embeds(kb) else None) for kb in plan.bases
     ]
     for outcome, vector in outcomes:
         if outcome.status != KB_FAILED:
@@ -259,9 +223,9 @@ def knowledge_search_bases(
                 lexical_text=lexical_text,
                 vector=vector,
                 depth=depth,
-                min_score=min_score,
+                min_score=plan.min_score,
             )
-            _fuse(outcome, method=settings["method"], rrf_k=int(settings["rrf_k"]), weights=weights)
+            _fuse(outcome, method=method, rrf_k=rrf_k, weights=plan.weights)
     results = [outcome for outcome, _ in outcomes]
 
     merged = sorted(
@@ -269,7 +233,7 @@ def knowledge_search_bases(
         key=lambda c: (-c.score, c.kb.kb_id, c.chunk_id),
     )
     fresh = {chunk_id: row for outcome in results for chunk_id, row in outcome.fresh.items()}
-    hits = _fresh_hits(merged, fresh=fresh, limit=limit)
+    hits = _fresh_hits(merged, fresh=fresh, limit=plan.limit)
 
     kb_status: dict[str, str] = {}
     searched = failed = 0
@@ -283,7 +247,7 @@ def knowledge_search_bases(
         searched += 1
         failed += int(outcome.failure)
         lanes_run |= outcome.lanes_run
-    for kb_id in missing:
+    for kb_id in plan.missing:
         kb_status[kb_id] = KB_MISSING
         degraded.append(f"kb_missing:{kb_id}")
         failed += 1
@@ -303,7 +267,8 @@ def knowledge_search_bases(
     )
 
 
-def _disabled() -> SearchResult:
+def search_disabled() -> SearchResult:
+    """The answer when there is nothing to search (no KB configured, or all of them disabled)."""
     return SearchResult(status=STATUS_DISABLED, hits=[], mode="none", degraded=[], kb_status={})
 
 
@@ -317,32 +282,18 @@ def _mode(lanes_run: set[str]) -> str:
     return "none"
 
 
-def _provider_key(kb: KnowledgeBase) -> tuple[str, str, int, str]:
-    """KBs with the same provider settings share one query embedding per search."""
-    config = kb.embedding_config or {}
-    return (kb.embedding_provider, kb.embedding_model, kb.embedding_dim, repr(sorted(config.items())))
-
-
 def _kb_plan(
-    kb: KnowledgeBase,
-    *,
-    wanted: tuple[str, ...],
-    vector_ready: bool,
-    query: str,
-    vectors: dict[tuple, np.ndarray | Exception],
+    kb: KnowledgeBase, *, plan: SearchPlan, vector: np.ndarray | None
 ) -> tuple[_KbOutcome, np.ndarray | None]:
-    """Decide which lanes run for ``kb`` and embed the query for its vector lane (outside any
-    transaction: embedding may call the network)."""
+    """Decide which lanes run for ``kb``, given its query vector (``None``: none, or it failed)."""
+    wanted = plan.wanted
     outcome = _KbOutcome(kb=kb)
-    vector: np.ndarray | None = None
     if LANE_VECTOR in wanted:
         if not kb.has_embeddings:
             outcome.degraded.append(f"embedding_provider_none:{kb.kb_id}")
-        elif vector_ready:
-            vector = _query_vector(kb, query, vectors)
-            if vector is None:
-                outcome.degraded.append(f"embedding_failed:{kb.kb_id}")
-                outcome.failure = True
+        elif plan.vector_ready and vector is None:
+            outcome.degraded.append(f"embedding_failed:{kb.kb_id}")
+            outcome.failure = True
     if vector is None and LANE_VECTOR in wanted:
         if LANE_LEXICAL not in wanted:
             # Nothing this KB can answer with.
@@ -351,37 +302,6 @@ def _kb_plan(
             return outcome, None
         outcome.status = KB_LEXICAL_ONLY
     return outcome, vector
-
-
-def _query_vector(
-    kb: KnowledgeBase,
-    query: str,
-    cache: dict[tuple, np.ndarray | Exception],
-) -> np.ndarray | None:
-    key = _provider_key(kb)
-    if key not in cache:
-        remembered = query_vector_cache()
-        known = remembered.get((key, query))
-        if known is not None:
-            cache[key] = known
-    if key not in cache:
-        try:
-            provider = embedding_provider_for(kb)
-            if provider is None:
-                raise EmbeddingConfigError("no embedding provider")
-            rows = provider.embed([query])
-            if rows.shape != (1, kb.embedding_dim):
-                raise EmbeddingError("embedding_dimension_mismatch")
-            cache[key] = remembered.put((key, query), rows[0])
-        except (EmbeddingError, EmbeddingConfigError) as exc:
-            logger.warning(
-                "knowledge search: query embedding failed for kb %s (%s)",
-                kb.kb_id,
-                getattr(exc, "code", type(exc).__name__),
-            )
-            cache[key] = exc
-    value = cache[key]
-    return value if isinstance(value, np.ndarray) else None
 
 
 _LEXICAL_SQL = f"""
@@ -428,7 +348,9 @@ def _vector_sql(kb: KnowledgeBase, *, named: bool = False) -> str:
 # The freshness check of one candidate (see Freshness): its current row when it may be served.
 _FRESH_LATERAL = """
 LEFT JOIN LATERAL (
-    SELECT c.document_id, c.seq, c.content, d.source_key, d.title, d.revision
+    SELECT c.document_id, c.seq, c.content, d.source_key, d.title, d.revision,
+           CASE WHEN jsonb_typeof(d.metadata -> 'source') = 'string' THEN d.metadata ->> 'source' END
+               AS source
     FROM knowledge_chunk c
     JOIN knowledge_document d ON d.id = c.document_id AND d.kb_id = c.kb_id
     JOIN knowledge_knowledgebase kb ON kb.id = c.kb_id
@@ -449,7 +371,8 @@ def _lanes_sql(kb: KnowledgeBase, *, lexical: bool, vector: bool) -> str:
 
     Each row is a candidate: ``chunk_id``, its BM25 score (NULL outside the lexical lane), its cosine
     distance (NULL outside the vector lane), then its current ``document_id, seq, content,
-    source_key, title, revision`` (all NULL when it is stale). Each lane is a materialized CTE, so
+    source_key, title, revision, source`` (all NULL when it is stale; ``source`` is the document
+    metadata's ``source`` string, NULL when it has none). Each lane is a materialized CTE, so
     it is planned exactly as its statement alone (the impact index, the partial HNSW index).
     """
     ctes, lanes = [], []
@@ -470,7 +393,7 @@ def _lanes_sql(kb: KnowledgeBase, *, lexical: bool, vector: bool) -> str:
     return (
         f"WITH {', '.join(ctes)}\n"
         f"SELECT k.chunk_id, {score}, {distance}, f.document_id, f.seq, f.content, f.source_key, f.title, "
-        f"f.revision\nFROM candidates k\n{joins}{_FRESH_LATERAL}"
+        f"f.revision, f.source\nFROM candidates k\n{joins}{_FRESH_LATERAL}"
     )
 
 
@@ -590,13 +513,13 @@ def _normaliser(scores: list[float]):
 
 def _fresh_hits(merged: list[_Candidate], *, fresh: dict[int, tuple], limit: int) -> list[Hit]:
     """The first ``limit`` candidates that passed the freshness check (``fresh``: chunk id → its
-    current ``document_id, seq, content, source_key, title, revision``), as hits."""
+    current ``document_id, seq, content, source_key, title, revision, source``), as hits."""
     hits: list[Hit] = []
     for candidate in merged:
         row = fresh.get(candidate.chunk_id)
         if row is None:
             continue
-        document_id, seq, content, source_key, title, revision = row
+        document_id, seq, content, source_key, title, revision, source = row
         retrievers = tuple(
             _RETRIEVER_NAMES[lane]
             for lane, rank in ((LANE_VECTOR, candidate.vector_rank), (LANE_LEXICAL, candidate.lexical_rank))
@@ -618,6 +541,7 @@ def _fresh_hits(merged: list[_Candidate], *, fresh: dict[int, tuple], limit: int
                 vector_rank=candidate.vector_rank,
                 vector_score=candidate.vector_score,
                 retrievers=retrievers,
+                source=source if source is not None and source.strip() else None,
             )
         )
         if len(hits) == limit:

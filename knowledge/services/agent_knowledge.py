@@ -1,7 +1,14 @@
-"""The agent knowledge protocol ``bailing.agent-knowledge.v1`` and knowledge delivery in turns.
+"""The one knowledge orchestration for agents: every surface that hands knowledge to an agent calls
+it — the agent knowledge protocol ``bailing.agent-knowledge.v1`` (REST), the MCP tools
+``search_knowledge`` / ``ask_knowledge`` and knowledge delivered in turns.
 
-Agent-facing services (spec "Agent knowledge search and read"; docs/protocol.md "Knowledge protocol
-limits"):
+Each operation validates the agent's input (:func:`agent_query_check`, one rule and one limit for
+every surface), resolves the workspace's scope (:func:`workspace_knowledge_scope`), retrieves
+(:func:`knowledge_retrieve`), builds the result and records its audit event (:func:`_audit`); the
+surfaces only translate their input and render what comes back.
+
+Operations (spec "Agent knowledge search and read"; docs/protocol.md "Knowledge protocol limits" and
+"MCP endpoint"):
 
 * :func:`agent_knowledge_capabilities_get` — negotiation: the limits below and the scope revision.
 * :func:`agent_knowledge_search` — at most three hints (one per parent document), the whole
@@ -9,20 +16,33 @@ limits"):
 * :func:`agent_knowledge_read` — one page of one referenced document revision, the whole response
   within the caller's byte budget, a reading chain capped at 131072 content bytes
   (:func:`knowledge.budget.read_page`).
+* :func:`knowledge_passages_search` — ranked chunks with their sources (``search_knowledge``); the
+  surface's own response budget decides how many of them it shows.
+* :func:`knowledge_ask` — an answer citing only retrieved sources (``ask_knowledge``,
+  :mod:`knowledge.services.answers`).
 
-Shared with turns (``agent_runtime.services.runs``):
+Shared with turns (:mod:`knowledge.services.turns`):
 
 * :func:`knowledge_hints_search` / :func:`knowledge_hints_build` — the same hints a search returns,
   so ``context.knowledge_delivery`` of an ``on_demand`` turn is exactly what a search would say;
 * :func:`knowledge_delivery_build` — that block, fitted to 4096 bytes;
 * :func:`knowledge_inline_build` — the legacy inline ``knowledge`` / ``knowledge_refs`` arrays.
 
+Knowledge leaving towards an agent: every knowledge text an agent receives from any surface passes
+:func:`knowledge_text_release`, and only there: the title, content and source label of each hit
+(:func:`knowledge_retrieve`, the only retrieval the builders here are given: search hints and
+summaries, MCP excerpts and sources, the sources an answer is written from, inline chunks), the title
+and body of a document read whole (:func:`_read_state` for ``read`` pages, :func:`_inline_documents`
+for inline ``doc`` mode) and the text of an answer (:func:`knowledge_ask`). Texts are released
+before any surface cuts them. An output data policy for agents belongs in that one function.
+
 Decisions (recorded here because the spec leaves them open; summarised in docs/protocol.md from
 "Knowledge protocol limits" to "Knowledge in turns"):
 
-* ``query`` must contain a non-whitespace character (whitespace only counts as empty, as capability
-  search does) and is at most 2000 UTF-16 units; ``limit`` is a JSON integer 1–3 (``true`` and
-  ``"2"`` are rejected, never coerced or clamped) and defaults to 3.
+* ``query`` must be a string with a non-whitespace character (whitespace only counts as empty, as
+  capability search does) and is at most :data:`AGENT_QUERY_MAX_CHARS` (2000) UTF-16 units, on
+  every surface; a REST ``limit`` is a JSON integer 1–3 (``true`` and ``"2"`` are rejected, never
+  coerced or clamped) and defaults to 3.
 * Retrieval asks for ``max(route top_k, limit)`` hits with the route's ``min_score`` (which bounds
   the vector lane, see :mod:`knowledge.selectors.search`), keeps the best chunk of each parent
   document, best first, and stops at ``limit`` documents.
@@ -43,32 +63,43 @@ Decisions (recorded here because the spec leaves them open; summarised in docs/p
   preparing; they become readable once the turn is ``context_ready``.
 * The ``on_demand`` delivery block has no ``truncated`` field (the spec lists its fields): its
   hints are fitted with the search rules and the block is at most 4096 bytes.
+* Passages (``search_knowledge``) are one per retrieved chunk, best first; ``source_id`` (and its
+  alias ``document_id``) is ``<kb_id>:<source_key>``, ``source`` the document metadata's ``source``
+  label when its connector recorded one. ``ask`` retrieves :data:`ASK_RETRIEVE` chunks and gives the
+  answerer one source per document, its :data:`ASK_CHUNKS_PER_SOURCE` best chunks. A retrieval in
+  which no source answered (``unavailable``) is 503 ``knowledge_unavailable`` naming the reasons for
+  both (the REST search reports it as its ``status`` instead).
 
-Knowledge endpoints only read: no invocation, job, approval or business request is created, and they
-work in knowledge-only workspaces (``agent_direct`` off). One audit event per search
-(``knowledge.agent.search``: status and counts, never the query) and per read
-(``knowledge.agent.read``: document coordinates and bytes served, never content).
+Knowledge operations only read: no invocation, job, approval or business request is created, and
+they work in knowledge-only workspaces (``agent_direct`` off). One audit event per operation, never
+the query, content or answer: ``knowledge.agent.search`` (status and counts), ``knowledge.agent.read``
+(document coordinates and bytes served), ``mcp.knowledge.search`` / ``mcp.knowledge.ask`` (status,
+mode and counts).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from django.db import DatabaseError, connection, transaction
 
 from agent_runtime.errors import RunNotFound
 from agent_runtime.identity import AgentIdentity
-from agent_runtime.models import AgentRun, Route
-from agent_runtime.selectors.routes import route_for_identity
+from agent_runtime.models import AgentRun
+from agent_runtime.selectors.routes import WorkspaceAccess, route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
-from bailing.api.limits import SHORT_TEXT_MAX_CHARS, cut_utf16
+from bailing.api.errors import InvalidRequest
+from bailing.api.limits import SHORT_TEXT_MAX_CHARS, cut_utf16, utf16_length
 from bailing.api.timefmt import utc_iso
 from bailing.audit.ledger import audit_record
+from knowledge import budgets
 from knowledge.budget import (
     READ_CHAIN_MAX_BYTES,
     SEARCH_MAX_BYTES,
@@ -84,8 +115,10 @@ from knowledge.errors import (
 )
 from knowledge.models import Document
 from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
-from knowledge.selectors.search import Hit, SearchResult, knowledge_search
+from knowledge.selectors.search import STATUS_UNAVAILABLE, Hit, SearchResult
+from knowledge.services.answers import AnswerSource, AnswerUnavailable, knowledge_answer
 from knowledge.services.documents import document_revision
+from knowledge.services.retrieval import knowledge_search
 from knowledge.tokens import (
     REFERENCE_TTL_SECONDS,
     RefClaims,
@@ -108,10 +141,15 @@ DELIVERY_SCHEMA = "bailing.agent-knowledge-delivery.v1"
 TRUST = "reference_only"
 DELIVERY_MODES = ["inline", "on_demand"]
 
-QUERY_MAX_CHARS = 2000
+# What an agent may ask, on every surface (REST search, MCP search_knowledge and ask_knowledge), in
+# UTF-16 units. Retrieval reads at most retrieval.RETRIEVAL_QUERY_MAX_CHARS of any query (a turn's
+# is longer).
+AGENT_QUERY_MAX_CHARS = budgets.QUERY_MAX_CHARS
+QUERY_REQUIRED_TEXT = "`query` must be a non-empty string"
+QUERY_TOO_LONG_TEXT = f"`query` must be at most {AGENT_QUERY_MAX_CHARS} characters"
 READ_DEFAULT_BYTES = 16384
 READ_MIN_BYTES = 4096
-READ_MAX_BYTES = 32768
+READ_MAX_BYTES = budgets.READ_MAX_BYTES
 LIMITS: dict[str, int] = {
     "search_max_results": SEARCH_MAX_RESULTS,
     "search_max_bytes": SEARCH_MAX_BYTES,
@@ -131,9 +169,106 @@ INLINE_CHUNK_MAX_CHARS = 3000
 INLINE_DOC_MAX_CHARS = 6000
 INLINE_DOC_MIN_CANDIDATES = 8
 
+# ask: chunks retrieved, and the best chunks of one document the answerer reads as its source.
+ASK_RETRIEVE = 8
+ASK_CHUNKS_PER_SOURCE = 2
+
 # A read must neither hang on a lock nor hold a connection for long; past these it is 503.
 READ_LOCK_TIMEOUT_MS = 2000
 READ_STATEMENT_TIMEOUT_MS = 5000
+
+
+# --------------------------------------------------------------------------------------------------
+# The shared steps: input, scope, retrieval, release, audit
+# --------------------------------------------------------------------------------------------------
+
+
+def agent_query_check(query: Any) -> str:
+    """An agent's ``query``, unchanged, when it is a string with a non-whitespace character and at
+    most :data:`AGENT_QUERY_MAX_CHARS` UTF-16 units; else 400 ``invalid_request`` naming ``query``
+    (the message says which rule failed)."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidRequest(QUERY_REQUIRED_TEXT, field="query")
+    if utf16_length(query) > AGENT_QUERY_MAX_CHARS:
+        raise InvalidRequest(QUERY_TOO_LONG_TEXT, field="query")
+    return query
+
+
+def workspace_knowledge_scope(access: WorkspaceAccess) -> KnowledgeScope:
+    """The knowledge scope of a workspace the route gate let the agent into."""
+    return knowledge_scope(route=access.route, effective=access.effective)
+
+
+def knowledge_text_release(text: str, *, scope: KnowledgeScope) -> str:
+    """A knowledge text on its way to an agent of ``scope``'s workspace, as the agent may receive it.
+
+    The one place every knowledge text bound for an agent passes (see the module docstring), before
+    any surface cuts it. Today texts leave as stored.
+    """
+    return text
+
+
+def knowledge_retrieve(*, scope: KnowledgeScope, query: str, limit: int) -> SearchResult:
+    """Up to ``limit`` fresh hits for ``query`` in ``scope`` (the route's ``min_score``), their
+    title, content and source label released. A scope without knowledge answers ``disabled``."""
+    result = knowledge_search(scope=scope, query=query, limit=limit)
+    hits = [
+        dataclasses.replace(
+            hit,
+            title=knowledge_text_release(hit.title, scope=scope),
+            content=knowledge_text_release(hit.content, scope=scope),
+            source=None if hit.source is None else knowledge_text_release(hit.source, scope=scope),
+        )
+        for hit in result.hits
+    ]
+    return dataclasses.replace(result, hits=hits)
+
+
+def _audit(
+    *, identity: AgentIdentity, route_key: str, action: str, target_type: str, target_id: str, data: dict
+) -> None:
+    """One audit event of the agent's session, in its own transaction."""
+    with transaction.atomic():
+        audit_record(
+            action=action,
+            actor=identity.actor,
+            route_key=route_key,
+            target_type=target_type,
+            target_id=target_id,
+            data=data,
+        )
+
+
+def _audit_scope(
+    *, identity: AgentIdentity, access: WorkspaceAccess, action: str, scope: KnowledgeScope, data: dict
+) -> None:
+    """The audit event of an operation over a whole scope (search, passages, ask)."""
+    _audit(
+        identity=identity,
+        route_key=access.route_key,
+        action=action,
+        target_type="knowledge_scope",
+        target_id=scope.revision,
+        data=data,
+    )
+
+
+def _retrieve_answering(
+    *, identity: AgentIdentity, access: WorkspaceAccess, query: Any, limit: int, action: str
+) -> tuple[KnowledgeScope, SearchResult]:
+    """Query rule, scope and retrieval of an operation that needs a source to answer (passages, ask):
+    a retrieval in which no source answered is audited (``action``, its status only) and is 503
+    ``knowledge_unavailable`` naming the reasons."""
+    agent_query_check(query)
+    scope = workspace_knowledge_scope(access)
+    result = knowledge_retrieve(scope=scope, query=query, limit=limit)
+    if result.status == STATUS_UNAVAILABLE:
+        _audit_scope(
+            identity=identity, access=access, action=action, scope=scope, data={"status": result.status}
+        )
+        reasons = ", ".join(result.degraded) or "no knowledge base answered"
+        raise KnowledgeUnavailable(f"the knowledge base is unavailable ({reasons})")
+    return scope, result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -162,12 +297,12 @@ def _run_parse(run_id: str | None) -> uuid.UUID | None:
     return None if run_id is None else run_id_parse(run_id)
 
 
-def _run_require(*, identity: AgentIdentity, route: Route, run_id: uuid.UUID | None) -> None:
+def _run_require(*, identity: AgentIdentity, route_key: str, run_id: uuid.UUID | None) -> None:
     """A given run must be a ``context_ready`` run of this session, client and route (see
     docs/protocol.md "Knowledge protocol limits")."""
     if run_id is None:
         return
-    run = run_get_for_session(identity=identity, run_id=run_id, route_key=route.route_key)
+    run = run_get_for_session(identity=identity, run_id=run_id, route_key=route_key)
     if run is None or run.status != AgentRun.Status.CONTEXT_READY:
         raise RunNotFound()
 
@@ -184,13 +319,12 @@ def agent_knowledge_capabilities_get(*, identity: AgentIdentity, route_key: str)
     one still supports the protocol (searches answer ``disabled``).
     """
     access = route_for_identity(identity=identity, route_key=route_key)
-    route = access.route
-    scope = knowledge_scope(route=route, effective=access.effective)
+    scope = workspace_knowledge_scope(access)
     return {
         "schema_version": CAPABILITIES_SCHEMA,
         "protocol": PROTOCOL,
         "supported": True,
-        "route": route.route_key,
+        "route": access.route_key,
         "enabled": bool(scope.bases),
         "knowledge_scope_revision": scope.revision,
         "delivery_modes": list(DELIVERY_MODES),
@@ -208,7 +342,7 @@ def knowledge_hints_search(
 ) -> SearchResult:
     """Retrieve the candidates of up to ``limit`` hints: ``max(top_k, limit)`` fresh hits with the
     route's ``min_score``. A scope without knowledge answers ``disabled`` without searching."""
-    return knowledge_search(scope=scope, query=query, limit=max(scope.config["top_k"], limit))
+    return knowledge_retrieve(scope=scope, query=query, limit=max(scope.config["top_k"], limit))
 
 
 def knowledge_hints_build(
@@ -273,20 +407,6 @@ def knowledge_delivery_build(
     return {**envelope, "hints": fitted["hints"]}
 
 
-def _audit(
-    *, identity: AgentIdentity, route: Route, action: str, target_type: str, target_id: str, data: dict
-) -> None:
-    """One audit event of the agent's session (inside the caller's transaction)."""
-    audit_record(
-        action=action,
-        actor=identity.actor,
-        route_key=route.route_key,
-        target_type=target_type,
-        target_id=target_id,
-        data=data,
-    )
-
-
 def agent_knowledge_search(
     *,
     identity: AgentIdentity,
@@ -298,42 +418,40 @@ def agent_knowledge_search(
 ) -> dict[str, Any]:
     """``bailing.agent-knowledge-search.v1``: bounded hints for ``query`` in workspace ``route_key``.
 
-    ``query`` and ``limit`` are validated by the view. Raises the route gate's errors, 400
-    ``invalid_request`` for a malformed ``run_id`` and 404 ``run_not_found`` for a run that is not
-    current. Retrieval failures are a status (``partial`` / ``unavailable``), never an empty ``ok``.
+    Order of checks: ``query`` (400 ``invalid_request``) → route gate → ``run_id`` syntax (400
+    ``invalid_request``) → the run is current (404 ``run_not_found``); ``limit`` (1–3) is the view's.
+    Retrieval failures are a status (``partial`` / ``unavailable``), never an empty ``ok``.
     """
+    agent_query_check(query)
     access = route_for_identity(identity=identity, route_key=route_key)
-    route = access.route
     run = _run_parse(run_id)
-    _run_require(identity=identity, route=route, run_id=run)
+    _run_require(identity=identity, route_key=access.route_key, run_id=run)
     limit = SEARCH_MAX_RESULTS if limit is None else limit
-    scope = knowledge_scope(route=route, effective=access.effective)
+    scope = workspace_knowledge_scope(access)
     result = knowledge_hints_search(scope=scope, query=query, limit=limit)
-    binding = caller_binding(identity=identity, route_key=route.route_key, run_id=run)
+    binding = caller_binding(identity=identity, route_key=access.route_key, run_id=run)
     hints = knowledge_hints_build(scope=scope, result=result, limit=limit, binding=binding, now=now)
-    envelope: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": route.route_key}
+    envelope: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": access.route_key}
     if run is not None:
         envelope["run_id"] = str(run)
     envelope |= {"knowledge_scope_revision": scope.revision, "status": result.status, "trust": TRUST}
     response = fit_search_hints(envelope=envelope, hints=hints)
-    with transaction.atomic():
-        _audit(
-            identity=identity,
-            route=route,
-            action="knowledge.agent.search",
-            target_type="knowledge_scope",
-            target_id=scope.revision,
-            data={
-                "run_id": None if run is None else str(run),
-                "status": result.status,
-                "mode": result.mode,
-                "degraded": result.degraded,
-                "limit": limit,
-                "hits": len(result.hits),
-                "hints": len(response["hints"]),
-                "truncated": response["truncated"],
-            },
-        )
+    _audit_scope(
+        identity=identity,
+        access=access,
+        action="knowledge.agent.search",
+        scope=scope,
+        data={
+            "run_id": None if run is None else str(run),
+            "status": result.status,
+            "mode": result.mode,
+            "degraded": result.degraded,
+            "limit": limit,
+            "hits": len(result.hits),
+            "hints": len(response["hints"]),
+            "truncated": response["truncated"],
+        },
+    )
     return response
 
 
@@ -348,7 +466,7 @@ class _ReadState:
     document: dict[str, Any] | None  # kb_id (pk), source_key, title, content, revision, status
 
 
-def _read_state(*, route: Route, effective: dict[str, Any], document_id: int) -> _ReadState:
+def _read_state(*, access: WorkspaceAccess, document_id: int) -> _ReadState:
     """The current scope and the referenced document, read in one bounded, always-rolled-back
     transaction (savepoint). Any database failure is 503 ``knowledge_unavailable``: the log names
     the error class only, never SQL or content."""
@@ -358,7 +476,7 @@ def _read_state(*, route: Route, effective: dict[str, Any], document_id: int) ->
                 "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
                 [str(READ_LOCK_TIMEOUT_MS), str(READ_STATEMENT_TIMEOUT_MS)],
             )
-            scope = knowledge_scope(route=route, effective=effective)
+            scope = workspace_knowledge_scope(access)
             document = (
                 Document.objects.filter(pk=document_id)
                 .values("kb_id", "source_key", "title", "content", "revision", "status")
@@ -398,15 +516,14 @@ def agent_knowledge_read(
     and has the referenced revision (409 ``knowledge_changed``) → cursor (400/410) → page.
     """
     access = route_for_identity(identity=identity, route_key=route_key)
-    route = access.route
     run = _run_parse(run_id)
     claims = reference_open(ref, now=now)
-    binding = caller_binding(identity=identity, route_key=route.route_key, run_id=run)
+    binding = caller_binding(identity=identity, route_key=access.route_key, run_id=run)
     if not hmac.compare_digest(claims.binding.encode("ascii"), binding.encode("ascii")):
         raise KnowledgeReferenceInvalid()
-    _run_require(identity=identity, route=route, run_id=run)
+    _run_require(identity=identity, route_key=access.route_key, run_id=run)
 
-    state = _read_state(route=route, effective=access.effective, document_id=claims.document_id)
+    state = _read_state(access=access, document_id=claims.document_id)
     reference_check_access(claims, binding=binding, scope_revision=state.scope.revision)
     document = state.document
     if document is not None and document["kb_id"] not in {kb.pk for kb in state.scope.bases}:
@@ -415,20 +532,22 @@ def agent_knowledge_read(
     if document is None:  # already refused by reference_check_revision; narrows the type
         raise KnowledgeChanged()
 
-    content: str = document["content"]
+    # Released whole, after the revision check and before paging: offsets count released text.
+    content = knowledge_text_release(document["content"], scope=state.scope)
     offset, served = 0, 0
     if cursor is not None:
         position = cursor_open(cursor, ref=ref, now=now)
         offset, served = _cursor_position(content, position.offset, position.served)
 
-    envelope: dict[str, Any] = {"schema_version": READ_SCHEMA, "route": route.route_key}
+    envelope: dict[str, Any] = {"schema_version": READ_SCHEMA, "route": access.route_key}
     if run is not None:
         envelope["run_id"] = str(run)
+    title = knowledge_text_release(document["title"], scope=state.scope)
     envelope |= {
         "knowledge_scope_revision": state.scope.revision,
         "ref": ref,
         "revision": claims.revision,
-        "title": cut_utf16(document["title"], HINT_TITLE_MAX_CHARS)[0],
+        "title": cut_utf16(title, HINT_TITLE_MAX_CHARS)[0],
     }
     total = len(content.encode("utf-8"))
 
@@ -452,24 +571,23 @@ def agent_knowledge_read(
         build=build,
         next_cursor_for=lambda new_offset, new_served: _cursor_token(ref, claims, new_offset, new_served),
     )
-    with transaction.atomic():
-        _audit(
-            identity=identity,
-            route=route,
-            action="knowledge.agent.read",
-            target_type="knowledge_document",
-            target_id=str(claims.document_id),
-            data={
-                "run_id": None if run is None else str(run),
-                "kb_id": next(kb.kb_id for kb in state.scope.bases if kb.pk == document["kb_id"]),
-                "source_key": document["source_key"],
-                "revision": claims.revision,
-                "offset": offset,
-                "bytes": len(response["content"].encode("utf-8")),
-                "truncated": response["truncated"],
-                "budget_exhausted": response["budget_exhausted"],
-            },
-        )
+    _audit(
+        identity=identity,
+        route_key=access.route_key,
+        action="knowledge.agent.read",
+        target_type="knowledge_document",
+        target_id=str(claims.document_id),
+        data={
+            "run_id": None if run is None else str(run),
+            "kb_id": next(kb.kb_id for kb in state.scope.bases if kb.pk == document["kb_id"]),
+            "source_key": document["source_key"],
+            "revision": claims.revision,
+            "offset": offset,
+            "bytes": len(response["content"].encode("utf-8")),
+            "truncated": response["truncated"],
+            "budget_exhausted": response["budget_exhausted"],
+        },
+    )
     return response
 
 
@@ -491,6 +609,147 @@ def _cursor_position(content: str, offset: int, served: int) -> tuple[int, int]:
     ):
         raise KnowledgeReferenceInvalid()
     return offset, served
+
+
+# --------------------------------------------------------------------------------------------------
+# Passages and answers (the MCP tools search_knowledge and ask_knowledge)
+# --------------------------------------------------------------------------------------------------
+
+
+class Fitted(Protocol):
+    """What a surface's response budget kept of the passages it was given (best first)."""
+
+    @property
+    def results(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def truncated(self) -> bool: ...
+
+
+FittedT = TypeVar("FittedT", bound=Fitted)
+
+
+def _source_id(hit: Hit) -> str:
+    return f"{hit.kb_id}:{hit.source_key}"
+
+
+def _passage(hit: Hit) -> dict[str, Any]:
+    passage: dict[str, Any] = {
+        "source_id": _source_id(hit),
+        "document_id": _source_id(hit),
+        "title": hit.title,
+        "score": hit.score,
+        "retrievers": list(hit.retrievers),
+        "content": hit.content,
+    }
+    if hit.source is not None:
+        passage["source"] = hit.source
+    return passage
+
+
+def knowledge_passages_search(
+    *,
+    identity: AgentIdentity,
+    access: WorkspaceAccess,
+    query: Any,
+    limit: int,
+    fit: Callable[[list[dict[str, Any]]], FittedT],
+) -> FittedT:
+    """Up to ``limit`` passages (one per retrieved chunk, best first) for ``query`` in the
+    workspace, as ``fit`` — the surface's response budget — keeps them.
+
+    A passage is ``{source_id, document_id, title, score, retrievers, content, source?}`` with the
+    whole released chunk text; cutting it is the surface's. Raises 400 ``invalid_request`` for the
+    query and 503 ``knowledge_unavailable`` when no source answered; a ``partial`` retrieval answers
+    with what it found. Audited as ``mcp.knowledge.search`` with what ``fit`` kept.
+    """
+    action = "mcp.knowledge.search"
+    scope, result = _retrieve_answering(
+        identity=identity, access=access, query=query, limit=limit, action=action
+    )
+    fitted = fit([_passage(hit) for hit in result.hits])
+    _audit_scope(
+        identity=identity,
+        access=access,
+        action=action,
+        scope=scope,
+        data={
+            "status": result.status,
+            "mode": result.mode,
+            "degraded": result.degraded,
+            "limit": limit,
+            "hits": len(result.hits),
+            "returned": len(fitted.results),
+            "truncated": fitted.truncated,
+        },
+    )
+    return fitted
+
+
+@dataclass(frozen=True)
+class KnowledgeAnswer:
+    """:func:`knowledge_ask`'s answer: its text cites ``sources`` as ``[n]`` (1-based, in order)."""
+
+    text: str
+    sources: list[dict[str, Any]]  # {source_id, document_id, title, score, source?}
+
+
+def _answer_sources(hits: list[Hit]) -> tuple[list[AnswerSource], dict[str, Hit]]:
+    """One source per document, best first: its best chunks (in rank order) as the content."""
+    chunks: dict[str, list[Hit]] = {}
+    for hit in hits:
+        chunks.setdefault(_source_id(hit), []).append(hit)
+    sources = []
+    best = {}
+    for source_id, document_hits in chunks.items():
+        top = document_hits[0]
+        best[source_id] = top
+        content = "\n\n".join(hit.content for hit in document_hits[:ASK_CHUNKS_PER_SOURCE])
+        sources.append(AnswerSource(source_id=source_id, title=top.title, content=content, score=top.score))
+    return sources, best
+
+
+def knowledge_ask(*, identity: AgentIdentity, access: WorkspaceAccess, query: Any) -> KnowledgeAnswer:
+    """An answer to ``query`` citing only sources retrieved from the workspace, with those sources.
+
+    Raises 400 ``invalid_request`` for the query, 503 ``knowledge_unavailable`` when no source
+    answered and :class:`~knowledge.services.answers.AnswerUnavailable` when the answer model
+    failed (never an answer of the hub's own). Audited as ``mcp.knowledge.ask``.
+    """
+    action = "mcp.knowledge.ask"
+    scope, result = _retrieve_answering(
+        identity=identity, access=access, query=query, limit=ASK_RETRIEVE, action=action
+    )
+    audit = {"identity": identity, "access": access, "action": action, "scope": scope}
+    candidates, best = _answer_sources(result.hits)
+    try:
+        answer = knowledge_answer(question=query, sources=candidates)
+    except AnswerUnavailable:
+        _audit_scope(**audit, data={"status": result.status, "answer": "failed", "hits": len(result.hits)})
+        raise
+    sources = []
+    for source in answer.sources:
+        item: dict[str, Any] = {
+            "source_id": source.source_id,
+            "document_id": source.source_id,
+            "title": source.title,
+            "score": source.score,
+        }
+        label = best[source.source_id].source
+        if label:
+            item["source"] = label
+        sources.append(item)
+    _audit_scope(
+        **audit,
+        data={
+            "status": result.status,
+            "mode": result.mode,
+            "answer": answer.mode,
+            "hits": len(result.hits),
+            "sources": len(sources),
+        },
+    )
+    return KnowledgeAnswer(text=knowledge_text_release(answer.text, scope=scope), sources=sources)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -520,7 +779,7 @@ def knowledge_inline_build(*, scope: KnowledgeScope, query: str) -> InlineKnowle
     config = scope.config
     doc_mode = config["inject"] == "doc"
     limit = max(config["top_k"], INLINE_DOC_MIN_CANDIDATES) if doc_mode else config["top_k"]
-    result = knowledge_search(scope=scope, query=query, limit=limit)
+    result = knowledge_retrieve(scope=scope, query=query, limit=limit)
     if result.status in ("disabled", "unavailable"):
         return InlineKnowledge(status=result.status, knowledge=[], refs=[])
 
@@ -569,5 +828,6 @@ def _inline_documents(*, scope: KnowledgeScope, result: SearchResult) -> list[tu
     for hit in best:
         revision, content = current.get(hit.document_id, (None, ""))
         if revision == hit.revision:
-            picked.append((hit, cut_utf16(content, INLINE_DOC_MAX_CHARS)[0]))
+            released = knowledge_text_release(content, scope=scope)
+            picked.append((hit, cut_utf16(released, INLINE_DOC_MAX_CHARS)[0]))
     return picked

@@ -2,8 +2,10 @@
 
 Legacy turns get inline ``knowledge``/``knowledge_refs`` (chunk or doc mode); an ``on_demand`` turn
 gets ``context.knowledge_delivery`` with hints bound to the turn's run (docs/protocol.md "Knowledge in
-turns"). Retrieval happens in :meth:`TurnKnowledgeService.prepare`, before the turn's transaction;
-:meth:`PreparedKnowledge.render` only signs and fits, once the run id exists.
+turns"). Scope, retrieval and the texts are the knowledge orchestration's
+(:mod:`knowledge.services.agent_knowledge`), as for every other surface. Retrieval happens in
+:meth:`TurnKnowledgeService.prepare`, before the turn's transaction; :meth:`PreparedKnowledge.render`
+only signs and fits, once the run id exists.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.ports import TurnKnowledgeContext
 from agent_runtime.selectors.routes import WorkspaceAccess
-from knowledge.selectors.scope import KnowledgeScope, knowledge_scope
+from knowledge.selectors.scope import KnowledgeScope
 from knowledge.selectors.search import SearchResult
 from knowledge.services import agent_knowledge
 
@@ -49,7 +51,7 @@ class TurnKnowledgeService:
     """Registered with ``agent_runtime.ports`` by ``knowledge.apps``."""
 
     def prepare(self, *, access: WorkspaceAccess, query: str, delivery: str | None) -> PreparedKnowledge:
-        scope = knowledge_scope(route=access.route, effective=access.effective)
+        scope = agent_knowledge.workspace_knowledge_scope(access)
         if delivery == "on_demand":
             return PreparedKnowledge(
                 route_key=access.route_key,

@@ -8,7 +8,7 @@ urlpatterns = [
     path("mcp/<segment:route>", views.McpEndpoint.as_view(), name="mcp-endpoint"),
     path(
         ".well-known/oauth-protected-resource/mcp/<segment:route>",
-        views.protected_resource_metadata,
+        views.McpResourceMetadataApi.as_view(),
         name="mcp-protected-resource",
     ),
 ]

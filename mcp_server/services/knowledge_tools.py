@@ -1,26 +1,24 @@
 """The MCP knowledge tools ``search_knowledge`` and ``ask_knowledge`` (docs/protocol.md "MCP endpoint").
 
-Both search the workspace's knowledge scope with the same hybrid retriever as the REST knowledge
-protocol (:func:`knowledge.selectors.search.knowledge_search`), under the MCP tools' own limits:
+Both are the knowledge orchestration's operations
+(:func:`knowledge.services.agent_knowledge.knowledge_passages_search` and
+:func:`~knowledge.services.agent_knowledge.knowledge_ask`: query rule, scope, retrieval, sources and
+audit); this module translates the tools' arguments and renders the results:
 
-* ``query`` must be a string with a non-whitespace character (else the tool fails with
-  ``Tool failed: `query` must be a non-empty string``) and at most 2,000 characters, the REST
-  protocol's bound (a decision: the tools' description names no maximum).
+* ``query`` is passed as given; the service's refusal (a non-string, blank, or over 2,000
+  characters: the REST protocol's bound, a decision, as the tools' description names no maximum)
+  fails the tool with ``Tool failed: <its message>``, e.g. ``Tool failed: `query` must be a
+  non-empty string``.
 * ``limit`` (search only): a JSON number, clamped to 1–25 after rounding down; anything else —
   absent, a string, a boolean, null — is the default 10.
 * An excerpt is at most 2,000 characters, then ``[…truncated]``; the text block stays under 50,000
   characters: the results that do not fit are dropped, ``truncated`` is true and a
   ``[…N more results truncated]`` line ends the text. Characters are UTF-16 code units (JavaScript
   ``String.length``), as everywhere else in the hub, and no cut splits a surrogate pair.
-* ``source_id`` (and its alias ``document_id``) is ``<kb_id>:<source_key>``; ``source`` is the
-  document metadata's ``source`` label when its connector recorded one (absent otherwise).
 * A retrieval that finds no source at all (``unavailable``) fails the tool with the retriever's
-  reason codes; a ``partial`` one answers with what it found.
-
-``ask_knowledge`` retrieves up to 8 chunks, gives the answerer one source per document (its best
-chunks, best first) and renders the cited answer (:mod:`knowledge.services.answers`). One audit event
-per call (``mcp.knowledge.search`` / ``mcp.knowledge.ask``): status, mode and counts, never the query,
-an excerpt or the answer.
+  reason codes; a ``partial`` one answers with what it found. A failing answer model fails the tool
+  with its fixed message.
+* ``ask_knowledge`` renders ``<answer>`` and, when it cites anything, the ``Sources:`` list.
 """
 
 from __future__ import annotations
@@ -29,16 +27,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.selectors.routes import WorkspaceAccess
+from bailing.api.errors import InvalidRequest
 from bailing.api.limits import cut_utf16, utf16_length
-from bailing.audit.ledger import audit_record
-from knowledge.models import Document
-from knowledge.selectors.scope import knowledge_scope
-from knowledge.selectors.search import STATUS_UNAVAILABLE, Hit, SearchResult, knowledge_search
-from knowledge.services.answers import AnswerSource, AnswerUnavailable, knowledge_answer
+from knowledge.errors import KnowledgeUnavailable
+from knowledge.services.agent_knowledge import knowledge_ask, knowledge_passages_search
+from knowledge.services.answers import AnswerUnavailable
 
 SEARCH_TOOL = "search_knowledge"
 ASK_TOOL = "ask_knowledge"
@@ -49,13 +44,7 @@ LIMIT_MAX = 25
 EXCERPT_MAX_CHARS = 2000
 EXCERPT_MARK = "[…truncated]"
 RESPONSE_MAX_CHARS = 50_000  # the text block stays strictly under this
-QUERY_MAX_CHARS = 2000
-ASK_RETRIEVE = 8
-ASK_CHUNKS_PER_SOURCE = 2
 NO_RESULTS = "No results found."
-
-TEXT_QUERY_REQUIRED = "Tool failed: `query` must be a non-empty string"
-TEXT_QUERY_TOO_LONG = f"Tool failed: `query` must be at most {QUERY_MAX_CHARS} characters"
 
 _READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
 
@@ -161,43 +150,11 @@ def _result(text: str, structured: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
 
 
-def _query(arguments: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(query, failure text)."""
-    query = arguments.get("query")
-    if not isinstance(query, str) or not query.strip():
-        return None, TEXT_QUERY_REQUIRED
-    if utf16_length(query) > QUERY_MAX_CHARS:
-        return None, TEXT_QUERY_TOO_LONG
-    return query, None
-
-
 def search_limit(value: Any) -> int:
     """``limit`` as the tool reads it: a number clamped to 1–25, anything else the default."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return LIMIT_DEFAULT
     return max(LIMIT_MIN, min(LIMIT_MAX, math.floor(value)))
-
-
-def _unavailable(result: SearchResult) -> str:
-    reasons = ", ".join(result.degraded) or "no knowledge base answered"
-    return f"Tool failed: the knowledge base is unavailable ({reasons})"
-
-
-def _source_id(hit: Hit) -> str:
-    return f"{hit.kb_id}:{hit.source_key}"
-
-
-def _labels(hits: list[Hit]) -> dict[int, str]:
-    """The ``source`` label of each hit's document, when its metadata records one."""
-    ids = {hit.document_id for hit in hits}
-    if not ids:
-        return {}
-    labels = {}
-    for pk, metadata in Document.objects.filter(pk__in=ids).values_list("pk", "metadata"):
-        label = metadata.get("source") if isinstance(metadata, dict) else None
-        if isinstance(label, str) and label.strip():
-            labels[pk] = label
-    return labels
 
 
 def _retrievers_text(retrievers: list[str]) -> str:
@@ -241,78 +198,26 @@ def render_search(items: list[dict[str, Any]]) -> SearchRendering:
     raise AssertionError("the truncation line alone fits")  # pragma: no cover
 
 
-def _audit(identity: AgentIdentity, access: WorkspaceAccess, action: str, revision: str, data: dict) -> None:
-    with transaction.atomic():
-        audit_record(
-            action=action,
-            actor=identity.actor,
-            route_key=access.route_key,
-            target_type="knowledge_scope",
-            target_id=revision,
-            data=data,
-        )
+def _fit(passages: list[dict[str, Any]]) -> SearchRendering:
+    """The service's passages as the tool shows them: excerpts, then the 50,000-character cap."""
+    return render_search([{**passage, "content": excerpt(passage["content"])} for passage in passages])
 
 
 def search_knowledge_call(
     *, identity: AgentIdentity, access: WorkspaceAccess, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     """``search_knowledge``: ranked excerpts of the workspace's knowledge."""
-    query, failure = _query(arguments)
-    if failure:
-        return tool_failed(failure)
-    limit = search_limit(arguments.get("limit"))
-    scope = knowledge_scope(route=access.route, effective=access.effective)
-    result = knowledge_search(scope=scope, query=query, limit=limit)
-    if result.status == STATUS_UNAVAILABLE:
-        _audit(identity, access, "mcp.knowledge.search", scope.revision, {"status": result.status})
-        return tool_failed(_unavailable(result))
-    hits = result.hits[:limit]
-    labels = _labels(hits)
-    items = []
-    for hit in hits:
-        item: dict[str, Any] = {
-            "source_id": _source_id(hit),
-            "document_id": _source_id(hit),
-            "title": hit.title,
-            "score": hit.score,
-            "retrievers": list(hit.retrievers),
-            "content": excerpt(hit.content),
-        }
-        if hit.document_id in labels:
-            item["source"] = labels[hit.document_id]
-        items.append(item)
-    rendering = render_search(items)
-    _audit(
-        identity,
-        access,
-        "mcp.knowledge.search",
-        scope.revision,
-        {
-            "status": result.status,
-            "mode": result.mode,
-            "degraded": result.degraded,
-            "limit": limit,
-            "hits": len(hits),
-            "returned": len(rendering.results),
-            "truncated": rendering.truncated,
-        },
-    )
+    try:
+        rendering = knowledge_passages_search(
+            identity=identity,
+            access=access,
+            query=arguments.get("query"),
+            limit=search_limit(arguments.get("limit")),
+            fit=_fit,
+        )
+    except (InvalidRequest, KnowledgeUnavailable) as exc:
+        return tool_failed(f"Tool failed: {exc.message}")
     return _result(rendering.text, {"results": rendering.results, "truncated": rendering.truncated})
-
-
-def _answer_sources(hits: list[Hit]) -> tuple[list[AnswerSource], dict[str, Hit]]:
-    """One source per document, best first: its best chunks (in rank order) as the content."""
-    chunks: dict[str, list[Hit]] = {}
-    for hit in hits:
-        chunks.setdefault(_source_id(hit), []).append(hit)
-    sources = []
-    best = {}
-    for source_id, document_hits in chunks.items():
-        top = document_hits[0]
-        best[source_id] = top
-        content = "\n\n".join(hit.content for hit in document_hits[:ASK_CHUNKS_PER_SOURCE])
-        sources.append(AnswerSource(source_id=source_id, title=top.title, content=content, score=top.score))
-    return sources, best
 
 
 def render_answer(answer_text: str, sources: list[dict[str, Any]]) -> str:
@@ -330,50 +235,10 @@ def ask_knowledge_call(
     *, identity: AgentIdentity, access: WorkspaceAccess, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     """``ask_knowledge``: an answer citing only retrieved sources, with those sources."""
-    query, failure = _query(arguments)
-    if failure:
-        return tool_failed(failure)
-    scope = knowledge_scope(route=access.route, effective=access.effective)
-    result = knowledge_search(scope=scope, query=query, limit=ASK_RETRIEVE)
-    if result.status == STATUS_UNAVAILABLE:
-        _audit(identity, access, "mcp.knowledge.ask", scope.revision, {"status": result.status})
-        return tool_failed(_unavailable(result))
-    candidates, best = _answer_sources(result.hits)
     try:
-        answer = knowledge_answer(question=query, sources=candidates)
-    except AnswerUnavailable as exc:
-        _audit(
-            identity,
-            access,
-            "mcp.knowledge.ask",
-            scope.revision,
-            {"status": result.status, "answer": "failed", "hits": len(result.hits)},
-        )
+        answer = knowledge_ask(identity=identity, access=access, query=arguments.get("query"))
+    except (InvalidRequest, KnowledgeUnavailable, AnswerUnavailable) as exc:
         return tool_failed(f"Tool failed: {exc.message}")
-    labels = _labels([best[source.source_id] for source in answer.sources])
-    sources = []
-    for source in answer.sources:
-        item: dict[str, Any] = {
-            "source_id": source.source_id,
-            "document_id": source.source_id,
-            "title": source.title,
-            "score": source.score,
-        }
-        label = labels.get(best[source.source_id].document_id)
-        if label:
-            item["source"] = label
-        sources.append(item)
-    _audit(
-        identity,
-        access,
-        "mcp.knowledge.ask",
-        scope.revision,
-        {
-            "status": result.status,
-            "mode": result.mode,
-            "answer": answer.mode,
-            "hits": len(result.hits),
-            "sources": len(sources),
-        },
+    return _result(
+        render_answer(answer.text, answer.sources), {"answer": answer.text, "sources": answer.sources}
     )
-    return _result(render_answer(answer.text, sources), {"answer": answer.text, "sources": sources})

@@ -14,8 +14,9 @@ from agent_runtime.models import Route
 from bailing.api.limits import compact_json_utf8_bytes, utf16_length
 from knowledge.errors import KnowledgeReferenceExpired, KnowledgeReferenceInvalid
 from knowledge.selectors.scope import knowledge_scope
-from knowledge.selectors.search import SearchResult, knowledge_search
+from knowledge.selectors.search import SearchResult
 from knowledge.services import agent_knowledge
+from knowledge.services.retrieval import knowledge_search
 from knowledge.tokens import reference_open
 from tests.factories import AgentSessionFactory, KnowledgeBaseFactory, RouteFactory, knowledge_document
 

@@ -8,8 +8,8 @@ import pytest
 from knowledge import embeddings
 from knowledge.embeddings import LocalMiniLMProvider
 from knowledge.query_vectors import QueryVectorCache, query_vector_cache
-from knowledge.selectors.search import knowledge_search_bases
 from knowledge.services import providers
+from knowledge.services.retrieval import knowledge_search_bases
 from tests.factories import KnowledgeBaseFactory, knowledge_document
 
 REFUNDS = "Refunds are paid back to the original card within fourteen days of the return."

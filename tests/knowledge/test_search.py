@@ -23,12 +23,11 @@ from knowledge.selectors.search import (
     BM25_B,
     BM25_K1,
     _vector_sql,
-    knowledge_search,
-    knowledge_search_bases,
 )
 from knowledge.services.documents import document_put
 from knowledge.services.indexing import document_index
 from knowledge.services.providers import local_provider
+from knowledge.services.retrieval import knowledge_search, knowledge_search_bases
 from knowledge.vectors import vector_storage_ready
 from tests.factories import KnowledgeBaseFactory, RouteFactory, knowledge_document
 from tests.support.vectors import vectors_corrupted
@@ -360,7 +359,7 @@ from bailing.audit.actor import Actor
 from knowledge.models import KnowledgeBase, KnowledgeBaseStats
 from knowledge.services.documents import document_put
 from knowledge.services.indexing import document_index
-from knowledge.selectors.search import knowledge_search_bases
+from knowledge.services.retrieval import knowledge_search_bases
 kb = KnowledgeBase.objects.create(kb_id="kb-probe", name="Probe", embedding_provider="local",
     embedding_model="all-MiniLM-L6-v2-onnx-int8", embedding_dim=384)
 KnowledgeBaseStats.objects.create(kb=kb)

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agent_runtime.config import FUSION_DEFAULTS
-from knowledge.selectors.search import knowledge_search_bases
+from knowledge.services.retrieval import knowledge_search_bases
 from tests.factories import KnowledgeBaseFactory, knowledge_document
 from tests.support.vectors import vectors_corrupted
 

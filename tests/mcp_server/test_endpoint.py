@@ -134,6 +134,32 @@ def test_no_stream_and_no_session_to_delete(client, token, method):
     assert response["Allow"] == "POST"
 
 
+@pytest.mark.parametrize("method", ["get", "put"])
+def test_other_methods_are_refused_before_the_bearer_is_read(client, method):
+    response = getattr(client, method)(mcp_url(ROUTE))
+    assert response.status_code == 405
+    assert response.json()["error"] == "method_not_allowed"
+    assert response["Allow"] == "POST"
+
+
+def test_an_empty_body_is_a_parse_error(client, token):
+    # The test client sends no Content-Type with an empty body unless told to.
+    response = client.generic(
+        "POST", mcp_url(ROUTE), b"", CONTENT_TYPE="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+
+
+def test_the_answer_is_json_whatever_accept_lists(client, token):
+    message = json.dumps(modern_message("tools/list"))
+    headers = {**modern_headers(json.loads(message)), "Accept": "text/event-stream"}
+    response = post_raw(client, ROUTE, message, token=token, headers=headers)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["result"]["tools"]
+
+
 def test_the_body_must_be_json(client, token):
     response = post_raw(client, ROUTE, "x=1", token=token, content_type="application/x-www-form-urlencoded")
     assert response.status_code == 415

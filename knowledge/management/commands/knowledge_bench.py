@@ -66,12 +66,12 @@ from knowledge.selectors.search import (
     LANE_VECTOR,
     POSTINGS_PER_TERM,
     _vector_sql,
-    knowledge_search_bases,
 )
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
 from knowledge.services.documents import document_put, document_revision
 from knowledge.services.indexing import chunk_postings_insert, documents_index
 from knowledge.services.providers import local_provider
+from knowledge.services.retrieval import knowledge_search_bases
 from knowledge.vectors import (
     VECTOR_TABLE,
     register,

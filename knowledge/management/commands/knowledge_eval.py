@@ -47,11 +47,11 @@ from knowledge.selectors.search import (
     LANE_LEXICAL,
     LANE_VECTOR,
     POSTINGS_PER_TERM,
-    knowledge_search_bases,
 )
 from knowledge.services.bases import knowledge_base_delete, knowledge_base_upsert
 from knowledge.services.documents import document_put
 from knowledge.services.indexing import documents_index
+from knowledge.services.retrieval import knowledge_search_bases
 
 # Chunks per lane: deep enough that the deduplicated document list reaches Recall@100's cut-off.
 EVAL_CANDIDATES = 1000

@@ -240,6 +240,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_PARSER_CLASSES": ["bailing.api.parsers.BudgetedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["bailing.api.renderers.CompactJSONRenderer"],
+    # An Accept header that names nothing the view renders still gets its JSON (never a 406/500).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "bailing.api.negotiation.AnswerJsonWhenUnmatched",
     "EXCEPTION_HANDLER": "bailing.api.exception_handler.api_exception_handler",
     # No OPTIONS metadata: it would answer 200 with view names and docstrings; OPTIONS is a 405.
     "DEFAULT_METADATA_CLASS": None,

@@ -276,3 +276,16 @@ def test_huge_or_malformed_credentials_are_401(caller, path, view, size):
         assert_envelope(response, 401, "unauthorized")
         if path != "/agent-auth/v1/revoke":
             assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("accept", ["text/html", "text/event-stream", "image/png", "*/*", "application/json"])
+@pytest.mark.parametrize(
+    "path", ["/agent-api/v1/workspaces", "/agent-auth/v1/sessions/current", "/approvals/1/decision"]
+)
+def test_an_accept_header_the_api_cannot_honour_still_gets_the_json_answer(client, accept, path):
+    # Before, DRF's NotAcceptable reached the handler as an unknown exception: a 500.
+    response = client.get(path, HTTP_ACCEPT=accept)
+    assert response.status_code < 500
+    assert response["Content-Type"].startswith("application/json")
+    assert "error" in response.json()

@@ -16,9 +16,8 @@ ARGUMENTS_MAX_BYTES = budget(
     over="413 `arguments_too_large` (`limit_scope: arguments`, `actual_bytes`); MCP: a failed tool call "
     "with the same fields",
     paths=(
-        "REST invoke → approval → console → decision → resume",
-        "MCP call_tool → resume_invocation",
-        "approval webhook",
+        "REST invoke → console approval page → console decision → resume → business system",
+        "MCP call_tool → resume_invocation → business system",
     ),
 )
 INVOCATION_BODY_MAX_BYTES = budget(
@@ -43,7 +42,7 @@ RESULT_TEXT_MAX_CHARS = budget(
     unit=UTF16_CHARS,
     what="the `text` of an invocation result, kept as the journal's evidence",
     over="cut to the limit (the result says what the business answered; never an error)",
-    paths=("REST invoke/resume/receipt", "MCP call_tool", "console trace"),
+    paths=("REST resume (the result and the journal's text)",),
 )
 
 # --- turns ------------------------------------------------------------------------------------------------
@@ -53,7 +52,7 @@ TURN_BODY_MAX_BYTES = budget(
     unit=RAW_BYTES,
     what="the body of `POST …/turns` and `…/complete`",
     over="413 `arguments_too_large` (`limit_scope: request_body`)",
-    paths=("REST turns", "REST complete"),
+    paths=("REST turns",),
 )
 TURN_TEXT_MAX_CHARS = budget(
     "turn.client_text",
@@ -61,7 +60,7 @@ TURN_TEXT_MAX_CHARS = budget(
     unit=UTF16_CHARS,
     what="`user_input` of a turn, `content` of a completion",
     over="400 `invalid_request` naming the field",
-    paths=("REST turns", "REST complete"),
+    paths=("REST turns",),
 )
 PAGE_CONTEXT_MAX_BYTES = budget(
     "turn.page_context",
@@ -88,5 +87,5 @@ ERROR_TEXT_MAX_CHARS = budget(
     unit=UTF16_CHARS,
     what="the part of a non-2xx business answer the agent reads (`HTTP <status>: …`)",
     over="cut to the limit, never splitting a pair",
-    paths=("REST invoke/resume", "MCP call_tool"),
+    paths=("REST resume",),
 )

@@ -13,7 +13,7 @@ value::
 The plumbing knows no app: it only holds the registry. An app's ``AppConfig.ready()`` imports its
 ``budgets`` module, so the table is complete once Django is set up. ``manage.py bailing_budgets``
 prints it as Markdown; docs/budgets.md is that output (a test compares them), and the boundary
-sweep (tests/test_budgets_sweep.py) exercises every entry at ``limit - 1``, ``limit`` and
+sweep (tests/budgets) exercises every entry at ``limit - 1``, ``limit`` and
 ``limit + 1`` on every path it names.
 """
 

@@ -9,7 +9,7 @@ HEADER = """# Budgets
 Every byte and character budget the hub documents, generated from the code's one table
 (`bailing.budgets`; each app declares its own in its `budgets` module) by `manage.py bailing_budgets
 --markdown > docs/budgets.md`. A test fails when this file and the code disagree, and the boundary
-sweep (`tests/test_budgets_sweep.py`) exercises each budget at `limit - 1`, `limit` and `limit + 1`
+sweep (`tests/budgets`) exercises each budget at `limit - 1`, `limit` and `limit + 1`
 on every path listed. Byte budgets are UTF-8 bytes of compact JSON (`JSON.stringify`) unless the unit
 says raw bytes; characters are UTF-16 units unless the unit says code points (docs/protocol.md
 "Byte budgets", "Counting characters").

@@ -278,15 +278,18 @@ def loopback_only(monkeypatch) -> list[str]:
 
     Outbound-policy tests name denied addresses (169.254.169.254 …); the hub must refuse them before
     connecting, and if it ever did not, the test must fail here instead of sending traffic there.
-    Yields the hosts connected to, in order.
+    Any thread is guarded; the hosts returned, in order, are those the test's own thread connected
+    to (a webhook delivery left running by an earlier test connects from its own thread meanwhile).
     """
     real_connect = socket.socket.connect
     attempts: list[str] = []
+    test_thread = threading.current_thread()
 
     def guarded(self, address):
         if self.family in (socket.AF_INET, socket.AF_INET6):
             host = address[0]
-            attempts.append(host)
+            if threading.current_thread() is test_thread:
+                attempts.append(host)
             if not _is_loopback(host):
                 raise AssertionError(f"a test tried to connect beyond loopback ({host})")
         return real_connect(self, address)

@@ -22,7 +22,6 @@ from django.urls import reverse
 from agent_runtime.models import ApprovalNotification, ToolApproval, ToolInvocation
 from agent_runtime.services.clients import client_token_set
 from agent_runtime.services.invocations import arguments_hash
-from approvals.services.decisions import approval_decide
 from bailing.api.jsjson import js_stringify
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
@@ -34,10 +33,12 @@ from tests.support.demo_business import running_demo_business
 from tests.support.invocations import (
     INVOKE_URL,
     agent,
+    approve,
     invoke_body,
     post,
     provider_for,
     resume_url,
+    sized_arguments,
     workspace,
 )
 from tests.support.runtime import turn_body
@@ -62,21 +63,6 @@ def test_docs_budgets_md_is_what_the_code_declares(capsys):
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
-def sized_arguments(size: int, *, note: str = "sweep", **extra) -> dict:
-    """``{"note", "payload", **extra}`` whose ``JSON.stringify`` is exactly ``size`` UTF-8 bytes, with
-    two-byte characters and escapes in the payload (bytes, not characters, are counted)."""
-    head = {"note": note, "payload": 'é"\n', **extra}
-    padding = size - len(js_stringify(head).encode())
-    assert padding >= 0
-    arguments = {
-        "note": note,
-        "payload": head["payload"] + "é" * (padding // 2) + "x" * (padding % 2),
-        **extra,
-    }
-    assert len(js_stringify(arguments).encode()) == size
-    return arguments
-
-
 def padded(body: dict, size: int) -> bytes:
     """``body`` as JSON padded with trailing whitespace (valid JSON) to exactly ``size`` bytes."""
     raw = json.dumps(body, separators=(",", ":")).encode()
@@ -100,24 +86,12 @@ def bulk(chaos_business):
     return agent(route_key=ROUTE), chaos_business
 
 
-def _approve(approval_id: int) -> None:
-    approval_decide(
-        approval_id=approval_id,
-        decision="approved",
-        decision_id=f"sweep-{approval_id}",
-        approver="manager-1",
-        comment="",
-        source="console",
-        actor=Actor.system("tests"),
-    )
-
-
 def _approved_result(api_client, session, arguments: dict) -> dict:
     """Invoke the bulk write, approve it, resume it: the executed result."""
     body = invoke_body(session, ROUTE, TOOL, arguments)
     waiting = post(api_client, session, INVOKE_URL, body).json()
     assert waiting["state"] == "awaiting_approval", waiting
-    _approve(waiting["approval_id"])
+    approve(waiting["approval_id"])
     return post(api_client, session, resume_url(body["invocation_id"]), {}).json()
 
 
@@ -185,7 +159,7 @@ def test_arguments_budget_through_mcp_call_tool_and_resume_invocation(client, bu
         return
     approval = ToolApproval.objects.get()
     assert f"#{approval.pk}" in text_of(result)
-    _approve(approval.pk)
+    approve(approval.pk)
     done = _mcp_call(
         client, session._access, "resume_invocation", {"invocation_id": approval.invocation.invocation_id}
     )

@@ -131,3 +131,33 @@ def post(api_client, session, url: str, body: Any, **extra):
 
 def get(api_client, session, url: str):
     return api_client.get(url, HTTP_AUTHORIZATION=f"Bearer {session._access}")
+
+
+def sized_arguments(size: int, *, note: str = "bulk", **extra: Any) -> dict[str, Any]:
+    """``{"note", "payload", **extra}`` for the chaos business's ``chaos_bulk_ok`` whose
+    ``JSON.stringify`` is exactly ``size`` UTF-8 bytes, with two-byte characters and escapes in the
+    payload (so bytes, not characters, are counted)."""
+    from bailing.api.jsjson import js_stringify
+
+    head = {"note": note, "payload": 'é"\n', **extra}
+    padding = size - len(js_stringify(head).encode())
+    assert padding >= 0
+    payload = head["payload"] + "é" * (padding // 2) + "x" * (padding % 2)
+    arguments = {"note": note, "payload": payload, **extra}
+    assert len(js_stringify(arguments).encode()) == size
+    return arguments
+
+
+def approve(approval_id: int, *, decision_id: str | None = None) -> None:
+    """Approve ``approval_id`` through the decision service, as an approver would."""
+    from approvals.services.decisions import approval_decide
+
+    approval_decide(
+        approval_id=approval_id,
+        decision="approved",
+        decision_id=decision_id or f"tests-{approval_id}",
+        approver="manager-1",
+        comment="",
+        source="console",
+        actor=Actor.system("tests"),
+    )

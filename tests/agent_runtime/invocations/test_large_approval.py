@@ -16,36 +16,22 @@ import pytest
 
 from agent_runtime.models import ToolApproval, ToolInvocation
 from agent_runtime.services.invocations import ARGUMENTS_MAX_BYTES, arguments_hash
-from approvals.services.decisions import approval_decide
 from bailing.api.jsjson import js_stringify
-from bailing.audit.actor import Actor
 from tests.support.invocations import (
     INVOKE_URL,
     agent,
+    approve,
     invoke_body,
     post,
     provider_for,
     resume_url,
+    sized_arguments,
     workspace,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROUTE = "bulk"
 TOOL = "chaos_bulk_ok"
-
-
-def arguments_of(size: int, *, note: str = "bulk") -> dict:
-    """``{"note": note, "payload": "<text>"}`` whose ``JSON.stringify`` is exactly ``size`` UTF-8
-    bytes, with multi-byte characters and escapes in the text (so bytes, not characters, count)."""
-    head = {"note": note, "payload": 'é"🔑\n'}
-    fixed = len(js_stringify(head).encode())
-    padding = size - fixed
-    assert padding >= 0
-    # "é" is 2 bytes; pad with it, then one ASCII byte if the remainder is odd.
-    payload = head["payload"] + "é" * (padding // 2) + "x" * (padding % 2)
-    arguments = {"note": note, "payload": payload}
-    assert len(js_stringify(arguments).encode()) == size
-    return arguments
 
 
 @pytest.fixture
@@ -57,23 +43,11 @@ def session(chaos_business):
     return agent(route_key=ROUTE)
 
 
-def _approve(approval_id: int) -> None:
-    approval_decide(
-        approval_id=approval_id,
-        decision="approved",
-        decision_id=f"large-{approval_id}",
-        approver="manager-1",
-        comment="",
-        source="console",
-        actor=Actor.system("tests"),
-    )
-
-
 @pytest.mark.parametrize("size", [48 * 1024, 900_000, ARGUMENTS_MAX_BYTES - 1, ARGUMENTS_MAX_BYTES])
 def test_an_approved_write_of_any_size_within_the_budget_is_sent_with_the_frozen_bytes(
     api_client, session, chaos_business, size
 ):
-    arguments = arguments_of(size, note=f"n{size}")
+    arguments = sized_arguments(size, note=f"n{size}")
     body = invoke_body(session, ROUTE, TOOL, arguments)
     waiting = post(api_client, session, INVOKE_URL, body).json()
     assert waiting["state"] == "awaiting_approval", waiting
@@ -82,7 +56,7 @@ def test_an_approved_write_of_any_size_within_the_budget_is_sent_with_the_frozen
     assert approval.args_hash == arguments_hash(arguments)
     assert chaos_business.calls(TOOL) == 0
 
-    _approve(approval.pk)
+    approve(approval.pk)
     result = post(api_client, session, resume_url(body["invocation_id"]), {}).json()
     assert result["state"] == "executed", result
 
@@ -99,7 +73,7 @@ def test_an_approved_write_of_any_size_within_the_budget_is_sent_with_the_frozen
 def test_one_byte_over_the_budget_is_refused_when_invoked_and_nothing_is_stored(
     api_client, session, chaos_business
 ):
-    body = invoke_body(session, ROUTE, TOOL, arguments_of(ARGUMENTS_MAX_BYTES + 1))
+    body = invoke_body(session, ROUTE, TOOL, sized_arguments(ARGUMENTS_MAX_BYTES + 1))
     response = post(api_client, session, INVOKE_URL, body)
     assert response.status_code == 413
     assert response.json() | {"message": ""} == {

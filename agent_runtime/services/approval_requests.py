@@ -201,13 +201,17 @@ def approval_notification_body(approval: ToolApproval, channel: str) -> dict[str
         return body
     body = _notification_body(approval, channel, args_fit=False)
     over = compact_json_utf8_bytes(body) - WEBHOOK_BODY_MAX_BYTES
-    if over > 0 and approval.summary:
-        # The summary appears twice (body and intent), each JSON-escaped: cut it by what is over,
-        # measured in its escaped UTF-8 bytes, then check the whole again.
-        escaped = compact_json_utf8_bytes(approval.summary) - 2
-        keep = max(0, escaped - (over + 1) // 2 - 16)
-        summary = truncate_utf8(approval.summary, keep).rstrip() + "…"
-        body = _notification_body(approval, channel, args_fit=False, summary=summary)
+    summary = approval.summary
+    while over > 0 and summary:
+        # The summary appears in the body and in its intent, JSON-escaped (an escape can take six
+        # bytes for one): take half of what is over from each copy, scaled from escaped bytes back
+        # to raw ones, and measure again.
+        raw = len(summary.encode("utf-8"))
+        escaped = compact_json_utf8_bytes(summary) - 2
+        cut = max(1, -(-((over + 1) // 2) * raw // escaped))
+        summary = truncate_utf8(summary, max(0, raw - cut)).rstrip()
+        body = _notification_body(approval, channel, args_fit=False, summary=summary + "…")
+        over = compact_json_utf8_bytes(body) - WEBHOOK_BODY_MAX_BYTES
     return body
 
 

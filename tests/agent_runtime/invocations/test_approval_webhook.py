@@ -154,6 +154,28 @@ def test_a_new_approval_is_announced_with_a_signed_business_webhook(api_client, 
     )
 
 
+@pytest.mark.parametrize("unit", ["s", '"', "\x01", "é"])
+def test_a_summary_too_long_for_the_webhook_budget_is_cut_to_fit(
+    api_client, demo_shop, receiver_factory, unit
+):
+    """Arguments are left out first; a summary that still does not fit is cut (escapes included:
+    a quote is two bytes of JSON, a control character six) and says so."""
+    from agent_runtime.budgets import WEBHOOK_BODY_MAX_BYTES
+
+    receiver = receiver_factory([200])
+    _, _, approval, _ = _pending_with_webhook(api_client, demo_shop, receiver.url)
+    _wait_final(approval.pk)
+    approval.summary = "Cancel " + unit * 70_000
+    approval.args_bytes = WEBHOOK_BODY_MAX_BYTES + 1  # as if the arguments did not fit either
+    body = approval_notification_body(approval, "business_webhook")
+    size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    assert WEBHOOK_BODY_MAX_BYTES - 256 <= size <= WEBHOOK_BODY_MAX_BYTES  # cut to fit, not far below
+    assert body["summary_truncated"] is True and body["intent"]["summary_truncated"] is True
+    assert body["summary"].startswith("Cancel ") and body["summary"].endswith("…")
+    assert body["summary"] == body["intent"]["summary"]
+    assert "args" not in body and body["args_omitted"] is True
+
+
 def test_5xx_and_429_are_retried_then_delivered(api_client, demo_shop, receiver_factory):
     receiver = receiver_factory([503, 429, 200])
     _, _, approval, _ = _pending_with_webhook(api_client, demo_shop, receiver.url)

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_CITATION = re.compile(r'docs/([a-z_]+\.md) "([^"]+)"')
+_CITATION = re.compile(r'docs/([A-Za-z0-9_/-]+\.md) "([^"]+)"')
 
 
 def _headings(name: str) -> set[str]:

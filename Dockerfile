@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # Bailing Hub's image: the hub, its knowledge worker and the Demo Shop, one entrypoint
 # (scripts/entrypoint: hub | serve | worker | shop | migrate | seed | probe URL | manage ...).
-# compose.yaml runs the demo with it; README "Containers". Build: docker build -t bailing-hub .
+# compose.yaml runs the demo with it; docs/production.md "Containers".
+# Build: docker build -t bailing-hub .
 ARG PYTHON_IMAGE=python:3.11-slim
 
 # --- build: the project installed (a wheel, not editable) with its runtime dependencies only ---------

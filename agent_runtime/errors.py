@@ -1,5 +1,5 @@
 """Error codes of the Agent Auth v1 and Agent API v1 surfaces: auth, the route gate, tool surfaces,
-turns and runs (the README's "Error codes" table lists every code with its HTTP status).
+turns and runs (docs/errors.md "Error codes" lists every code with its HTTP status).
 
 Declared once here; services raise them, the shared exception handler renders them.
 """

@@ -8,7 +8,8 @@ listens on ``BAILING_BIND``.
 Sync workers with a few threads each: agent calls are short and database-bound, and persistent
 database connections (``DB_CONN_MAX_AGE``) are kept per thread. Every value can be overridden from
 the environment. Access logs are off by default: request lines carry query strings (the hub writes its
-own bailing.access line per request, README "Operations"; metrics: PROMETHEUS_MULTIPROC_DIR below).
+own bailing.access line per request, docs/production.md "Operations"; metrics: PROMETHEUS_MULTIPROC_DIR
+below).
 """
 
 import multiprocessing

@@ -153,7 +153,8 @@ if DATABASES["default"]["ENGINE"] not in {
 DATABASES["default"]["ENGINE"] = "bailing.db.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 # Persistent connections are checked before reuse, so after a database outage the first request
-# reconnects instead of failing on a dead socket (README "Outages"). The check costs no round trip.
+# reconnects instead of failing on a dead socket (docs/production.md "Outages"). The check costs no
+# round trip.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Seconds a new connection may take: a server that drops packets instead of refusing them must turn
 # into a prompt 503, not a request held for minutes.
@@ -248,12 +249,12 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "bailing.api.schema.BailingAutoSchema",
 }
-# The OpenAPI 3.1 document of the agent, auth and business APIs (README "API reference").
+# The OpenAPI 3.1 document of the agent, auth and business APIs (docs/api.md "API reference").
 SPECTACULAR_SETTINGS = {
     "TITLE": "Bailing Hub API",
     "DESCRIPTION": (
         "Agent Auth v1, Agent API v1, the knowledge push API and the business approval decision. "
-        'Every error is {error, message, ...extras} (README "Error codes").'
+        'Every error is {error, message, ...extras} (docs/errors.md "Error codes").'
     ),
     "VERSION": "1",
     "OAS_VERSION": "3.1.0",

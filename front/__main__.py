@@ -15,8 +15,8 @@ def build_parser() -> argparse.ArgumentParser:
         "front (a buffering proxy that reads every request whole) on BAILING_BIND (default "
         "127.0.0.1:8000), in the foreground until SIGTERM or Ctrl-C.",
         epilog="Configured by the environment only: BAILING_BIND, GUNICORN_WORKERS, GUNICORN_THREADS, "
-        "GUNICORN_TIMEOUT, the BAILING_FRONT_* limits and every hub setting (.env.example, README "
-        '"Running in production").',
+        "GUNICORN_TIMEOUT, the BAILING_FRONT_* limits and every hub setting (.env.example, "
+        'docs/production.md "Running in production").',
     )
 
 

@@ -1,6 +1,6 @@
 """Error codes of the agent knowledge protocol ``bailing.agent-knowledge.v1``.
 
-Declared once here (the README's "Error codes" table lists them with their statuses); services raise
+Declared once here (docs/errors.md "Error codes" lists them with their statuses); services raise
 them, the shared exception handler renders them. Messages are fixed texts: a reference, cursor,
 document body, credential or SQL fragment never reaches them, so an error cannot leak what the
 caller was not allowed to read.

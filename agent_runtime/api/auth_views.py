@@ -5,7 +5,7 @@ Three kinds of caller: the local agent before it has tokens (no authentication: 
 ``/revoke``), and the business backend with its Client Token (authorization context, approve, deny,
 the sessions of an authorization, revoke by authorization or by session). Views validate the body
 and query strictly, call one service or selector and return BailingHub's wire shape
-(docs/compatibility.md "Agent sign-in"; this hub's additions are documented in the README);
+(docs/compatibility.md "Agent sign-in"; this hub's additions: docs/agent-auth.md "Agent Auth");
 ``Cache-Control: no-store`` (and ``Pragma: no-cache`` on /token) come from the middleware.
 """
 

@@ -17,7 +17,7 @@ class ApiError(Exception):
     code: ClassVar[str] = "internal_error"
     http_status: ClassVar[int] = 500
     default_message: ClassVar[str] = "Internal error."
-    # Documented extra keys for this code (the README error table lists them).
+    # Documented extra keys for this code (docs/errors.md "Error codes" lists them).
     extras: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None, **extra: Any):

@@ -1,4 +1,4 @@
-"""The OpenAPI view of the strict API surfaces (drf-spectacular; README "API reference").
+"""The OpenAPI view of the strict API surfaces (drf-spectacular; docs/api.md "API reference").
 
 Views validate with ``StrictSerializer`` classes, by convention the view's ``InputSerializer`` (or the
 classes a view names in ``schema_request_serializer`` / ``schema_query_serializer``): the body of a
@@ -73,7 +73,7 @@ class BailingAutoSchema(AutoSchema):
         return super()._get_serializer_name(serializer, direction, bypass_extensions)
 
     def get_response_serializers(self) -> Any:
-        # Success bodies are JSON objects whose shapes docs/protocol.md and the README describe.
+        # Success bodies are JSON objects whose shapes docs/protocol.md and docs/api.md describe.
         return {"type": "object", "additionalProperties": True}
 
     def _get_response_for_code(self, serializer, status_code, media_types=None, direction="response"):

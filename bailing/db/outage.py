@@ -24,7 +24,7 @@ from django.db import utils as django_db
 logger = logging.getLogger("bailing.db")
 
 # What Retry-After says while the database is unreachable: the embedded server's supervisor brings
-# it back within about a second of noticing (README "Outages").
+# it back within about a second of noticing (docs/production.md "Outages").
 DATABASE_RETRY_AFTER_SECONDS = 2
 
 # SQLSTATEs the server sends when it cannot serve this connection (besides class 08, connection

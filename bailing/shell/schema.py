@@ -1,4 +1,4 @@
-"""The OpenAPI document's composition (drf-spectacular hooks; README "API reference").
+"""The OpenAPI document's composition (drf-spectacular hooks; docs/api.md "API reference").
 
 What is in it: Agent Auth v1, Agent API v1 (the knowledge protocol included), the knowledge push API
 and the business approval decision. Not in it: the console (HTML), ``/oauth/*`` and the
@@ -180,7 +180,7 @@ def _error_component(classes: dict[str, type[ApiError]]) -> dict[str, Any]:
     extras = sorted({extra for cls in classes.values() for extra in cls.extras})
     return {
         "type": "object",
-        "description": 'The flat error envelope (README "Error codes"). Messages are fixed texts.',
+        "description": 'The flat error envelope (docs/errors.md "Error codes"). Messages are fixed texts.',
         "properties": {
             "error": {"type": "string", "enum": sorted(classes)},
             "message": {"type": "string"},

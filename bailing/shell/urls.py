@@ -26,7 +26,7 @@ urlpatterns = [
     path("approvals/", include("approvals.api.urls")),
     path("", include("mcp_server.api.urls")),
     path("console/", include("bailing.shell.console.urls")),
-    # The OpenAPI 3.1 document and its docs page (README "API reference"; bailing/shell/schema.py).
+    # The OpenAPI 3.1 document and its docs page (docs/api.md "API reference"; bailing/shell/schema.py).
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", ApiDocsView.as_view(), name="api-docs"),
 ]

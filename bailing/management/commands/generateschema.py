@@ -1,6 +1,6 @@
 """``generateschema``: DRF's own generator cannot describe this hub (and needs ``inflection``); this
 name prints the hub's OpenAPI 3.1 document, the one ``/api/schema/`` serves, built by drf-spectacular.
-``python manage.py spectacular [--validate]`` is the full command (README "API reference")."""
+``python manage.py spectacular [--validate]`` is the full command (docs/api.md "API reference")."""
 
 from __future__ import annotations
 

@@ -26,9 +26,12 @@ demo: install
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	BAILING_BIND=$(HOST):$(PORT) BAILING_PUBLIC_URL=http://$(HOST):$(PORT) ./scripts/run-demo
 
-## Run the whole test suite (service, API contract and headless-Chromium console tests).
+## Run the whole test suite (service, API contract and headless-Chromium console tests) in
+## TEST_WORKERS pytest-xdist workers, each on a test database of its own (`make test TEST_WORKERS=0`:
+## one process). Work is stolen between workers, so a long test does not hold up a queue.
+TEST_WORKERS ?= auto
 test: install browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 ## Debian Chromium for the console tests (never a browser download of the test tool's own).
 browser:

@@ -57,12 +57,28 @@ _django_fixture_teardown = TransactionTestCase._fixture_teardown
 TransactionTestCase._fixture_teardown = _fast_flush
 
 
+def _xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that drive the session's Chromium run last, in their collected order: the browser starts
+    on the first of them and keeps an event loop running in its worker until the session ends
+    (tests/support/console.py ``chromium``)."""
+    items.sort(key=lambda item: "chromium" in getattr(item, "fixturenames", ()))
+
+
 def pytest_unconfigure(config):
-    """Stop the embedded PostgreSQL if this test session started it (a running demo's is left alone)."""
+    """Stop the embedded PostgreSQL if this test session started it (a running demo's is left alone).
+
+    Under pytest-xdist the controller loads the settings first, so it is the process that starts the
+    server, and it stops it once every worker has ended; a worker only attaches to it."""
     from django.conf import settings
 
     from bailing.db import embedded
 
+    if _xdist_worker(config):
+        return
     if getattr(settings, "BAILING_EMBEDDED_DB", False) and embedded.started_here:
         from django.db import connections
 

@@ -8,7 +8,6 @@ Each era is driven: ``mode="auto"`` (the SDK probes ``server/discover`` and stay
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import httpx2
@@ -19,6 +18,7 @@ from playwright.async_api import async_playwright
 
 from tests.factories import UserFactory
 from tests.mcp_server.conftest import ROUTE
+from tests.support.asyncio_run import run_async
 from tests.support.console import CHROMIUM, CHROMIUM_ARGS, PASSWORD
 from tests.support.invocations import agent
 
@@ -50,7 +50,7 @@ def test_the_sdk_lists_tools_and_uses_both_knowledge_tools(hub, mode):
             failed = await client.call_tool("search_knowledge", {"query": ""})
             return version, tools, found, answered, failed
 
-    version, tools, found, answered, failed = asyncio.run(scenario())
+    version, tools, found, answered, failed = run_async(scenario())
     assert version == ("2026-07-28" if mode == "auto" else "2025-11-25")
     names = [tool.name for tool in tools.tools]
     assert names[:6] == [
@@ -115,7 +115,7 @@ def test_a_governed_write_waits_for_approval_in_the_console_then_resumes_once(hu
             receipt = await client.call_tool("get_receipt", {"invocation_id": invocation_id})
             return waiting, again, done, replay, receipt
 
-    waiting, again, done, replay, receipt = asyncio.run(scenario())
+    waiting, again, done, replay, receipt = run_async(scenario())
     assert waiting.structured_content["state"] == "awaiting_approval"
     assert "resume_invocation" in waiting.content[0].text
     assert again.structured_content["state"] == "awaiting_approval"

@@ -26,6 +26,7 @@ from bailing.audit.actor import Actor
 from bailing.audit.models import AuditEvent
 from tests.factories import ClientFactory, UserFactory
 from tests.mcp_server.conftest import ROUTE
+from tests.support.asyncio_run import off_running_loop, run_async
 from tests.support.console import CHROMIUM, CHROMIUM_ARGS, PASSWORD
 from tests.support.invocations import agent
 
@@ -86,7 +87,7 @@ def test_an_mcp_client_that_knows_only_the_url_signs_in_and_works(hub, sign_in_c
         return tools, found
 
     try:
-        tools, found = asyncio.run(scenario())
+        tools, found = run_async(scenario())
     finally:
         callback.close()
     assert [tool.name for tool in tools.tools][:2] == ["search_knowledge", "ask_knowledge"]
@@ -123,7 +124,7 @@ def test_the_sdk_refreshes_an_expired_access_token_with_rotation(hub, sign_in_cl
             await approving
 
     try:
-        asyncio.run(first())
+        run_async(first())
     finally:
         callback.close()
     session = AgentSession.objects.get()
@@ -138,7 +139,7 @@ def test_the_sdk_refreshes_an_expired_access_token_with_rotation(hub, sign_in_cl
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
             return await client.list_tools()
 
-    tools = asyncio.run(second())
+    tools = run_async(second())
     assert tools.tools
     assert provider.context.current_tokens.refresh_token != first_refresh
     assert AgentSession.objects.get().pk == session.pk  # same session, rotated tokens
@@ -184,9 +185,9 @@ def test_mcp_check_with_saved_agent_auth_tokens(hub, tmp_path, capsys):
     token = agent(route_key=ROUTE)._access
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"hub": hub.url, "client_app_id": "x", "access_token": token}))
-    assert main(["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 0
+    assert off_running_loop(main, ["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 0
     assert capsys.readouterr().out.rstrip().endswith("mcp-check: ok")
     tokens.write_text(json.dumps({"hub": hub.url, "client_app_id": "x", "access_token": "bha_" + "0" * 43}))
     # A refused access token and nothing to refresh it with: the session has ended, sign in again.
-    assert main(["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 3
+    assert off_running_loop(main, ["mcp-check", "--tokens", str(tokens), "--workspace", ROUTE]) == 3
     assert "Sign in again" in capsys.readouterr().err

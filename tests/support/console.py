@@ -124,24 +124,45 @@ def hub_server(live_server, settings):
 # --- headless Chromium (Playwright sync API, Debian's browser; never a downloaded one) ------------------
 
 
-@pytest.fixture
-def chromium(monkeypatch):
-    """A headless Chromium.
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium per test session (per xdist worker); each test gets a fresh context.
 
-    The sync Playwright API runs an event loop in this thread, so Django refuses ORM calls here
-    unless async-unsafe access is allowed for the test's duration. While Playwright runs, the ORM
-    also sees another execution context and opens a second database connection; it is closed
-    before Playwright stops, or it would outlive the test and block dropping the test database.
+    Starting Playwright's driver and the browser costs about 1.3 s, so they start once, on the first
+    test that asks, and stop at the session's end. The sync Playwright API keeps an event loop
+    running in this thread from then on, and Django refuses ORM calls while one runs: async-unsafe
+    access is allowed for the rest of the session (no test relies on that refusal). Browser tests
+    are collected last (``pytest_collection_modifyitems`` in tests/conftest.py), so in a worker
+    nearly every test that runs after the browser started is a browser test itself; tests that run
+    their own asyncio loop go through :func:`tests.support.asyncio_run.run_async`, which moves to a
+    fresh thread while a loop is running here.
     """
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     assert os.path.exists(CHROMIUM), "Debian chromium is required: run scripts/ensure-chromium"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-            connections.close_all()
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    playwright = sync_playwright().start()
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+        playwright.stop()
+        connections.close_all()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _browser_contexts_closed(request):
+    """A test that opened contexts of the session browser leaves none behind (the next test starts
+    from a browser with no pages, cookies or storage of it)."""
+    yield
+    if "chromium" in request.fixturenames:
+        browser = request.getfixturevalue("chromium")
+        for context in list(browser.contexts):
+            context.close()
 
 
 def csp_violations(page) -> list[str]:

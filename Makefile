@@ -28,10 +28,13 @@ demo: install
 
 ## Run the whole test suite (service, API contract and headless-Chromium console tests) in
 ## TEST_WORKERS pytest-xdist workers, each on a test database of its own (`make test TEST_WORKERS=0`:
-## one process). Work is stolen between workers, so a long test does not hold up a queue.
+## one process). Work is stolen between workers, so a long test does not hold up a queue. Bytecode
+## is written even where PYTHONDONTWRITEBYTECODE is set: pytest caches its rewritten test modules
+## and every hub, Demo Shop and manage.py the tests start reads compiled modules (__pycache__/ is
+## gitignored) instead of compiling the project again (about 10 s of CPU per collecting process).
 TEST_WORKERS ?= auto
 test: install browser
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 ## Debian Chromium for the console tests (never a browser download of the test tool's own).
 browser:

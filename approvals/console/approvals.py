@@ -213,6 +213,8 @@ class ApprovalDetailView(ConsoleView, DetailView):
         approval = self.object
         user = self.request.user
         context["sentence"] = approval_sentence(approval)
+        # All of it is the heading (it is what is approved); a long one in a smaller size.
+        context["sentence_long"] = len(context["sentence"]) > SUMMARY_PREVIEW_CHARS
         context["status_badge"] = approval_badge(approval)
         context["policy_label"] = policy_label(approval.policy, approval.reason)
         context["policy_explanation"] = POLICY_EXPLANATIONS.get(approval.policy, "")

@@ -30,7 +30,18 @@ def approvals_pending_oldest(limit: int) -> list[ToolApproval]:
     return list(
         ToolApproval.objects.filter(status=ToolApproval.Status.PENDING)
         .select_related("invocation__client")
-        .only("id", "tool", "route_key", "subject", "created_at", "expires_at", "invocation__client__app_id")
+        .only(
+            "id",
+            "tool",
+            "route_key",
+            "summary",
+            "method",
+            "path",
+            "subject",
+            "created_at",
+            "expires_at",
+            "invocation__client__app_id",
+        )
         .order_by("created_at", "id")[:limit]
     )
 

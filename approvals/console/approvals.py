@@ -1,9 +1,14 @@
 """The approvals inbox: pending approvals first, a detail page with the full snapshot, and decisions.
 
-Approving records a decision and nothing more: the agent continues by resuming its original
-invocation. Only users with ``agent_runtime.decide_toolapproval`` (the approver role) decide, and
-never on a call made on their own behalf. A repeated submit of the same decision is harmless (the
-decision id is derived from the approval and the decision, so the second is a replay).
+Every page leads with the sentence the call's tool declares for approvers ("Refund 650 on order
+SO-1002?", its approval prompt with the argument values). Approving records a decision and nothing
+more: the agent continues by resuming its original invocation. Only users with
+``agent_runtime.decide_toolapproval`` (the approver role) decide, and never on a call made on their
+own behalf. A decision is never one click: Approve and Deny open a confirmation page that restates
+the sentence, the tool and the arguments hash, and the decision POST is refused without its
+confirmation; the hash confirmed is checked against the approval's by the decision service. A
+repeated submit of the same decision is harmless (the decision id is derived from the approval and
+the decision, so the second is a replay).
 """
 
 from __future__ import annotations
@@ -15,12 +20,21 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.views import View
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import ApprovalNotification, ToolApproval
 from agent_runtime.services.approval_requests import approval_notification_resend
 from approvals.budgets import DECISION_COMMENT_MAX_CHARS, INLINE_ARGS_MAX_BYTES
+from approvals.console.labels import (
+    APPROVAL_BADGES,
+    POLICY_EXPLANATIONS,
+    approval_badge,
+    notification_badge,
+    policy_code,
+    policy_label,
+)
 from approvals.errors import ApprovalConflict
 from approvals.selectors import (
     approval_get,
@@ -35,6 +49,7 @@ from bailing.api.jsjson import js_stringify
 from bailing.api.limits import utf16_length
 from bailing.audit.actor import Actor
 from bailing.ui import tables
+from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE, error_page, or_404
@@ -43,7 +58,8 @@ from bailing.ui.visible import json_escape_hidden
 VIEW_PERMISSION = "agent_runtime.view_toolapproval"
 DECIDE_PERMISSION = "agent_runtime.decide_toolapproval"
 RESEND_PERMISSION = "agent_runtime.change_toolapproval"
-# The inbox shows the start of each summary; the detail page shows all of it.
+# The inbox shows the start of each summary, the dashboard a shorter start; the detail page and the
+# confirmation page show all of it.
 SUMMARY_PREVIEW_CHARS = 140
 
 
@@ -53,9 +69,20 @@ class ApprovalFilterForm(forms.Form):
     tool = forms.CharField(required=False, max_length=64)
 
 
+DECISIONS = [("approved", "approve"), ("denied", "deny")]
+
+
 class DecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("approved", "approve"), ("denied", "deny")])
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    """The confirmation page's form: the decision and the arguments hash it restates travel as
+    hidden fields, the comment is typed there."""
+
+    decision = forms.ChoiceField(choices=DECISIONS, widget=forms.HiddenInput)
+    args_hash = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    comment = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "maxlength": DECISION_COMMENT_MAX_CHARS}),
+        help_text="Kept with the decision and shown on this approval's page.",
+    )
 
     def clean_comment(self) -> str:
         # Characters as the decision API counts them (UTF-16 units): one budget for both doors.
@@ -75,43 +102,72 @@ def own_call(approval: ToolApproval, user) -> bool:
     return username in {(session.principal or {}).get("id"), session.on_behalf_of}
 
 
-def summary_preview(summary: str) -> str:
-    """The first ``SUMMARY_PREVIEW_CHARS`` characters of an approval summary (the tool's prompt with
-    the argument values), so an approver sees in the inbox what each call would do."""
-    if len(summary) <= SUMMARY_PREVIEW_CHARS:
+def approval_sentence(approval: ToolApproval) -> str:
+    """What the call would do, in the tool's words: its approval prompt with the argument values
+    (the approval's ``summary``). A tool that declares no prompt gets the plain request instead."""
+    return approval.summary or f"Call {approval.tool} ({approval.method} {approval.path})?"
+
+
+def summary_preview(summary: str, limit: int = SUMMARY_PREVIEW_CHARS) -> str:
+    """The first ``limit`` characters of an approval's sentence, so an approver sees in the inbox
+    and on the dashboard what each call would do."""
+    if len(summary) <= limit:
         return summary
-    return summary[: SUMMARY_PREVIEW_CHARS - 1] + "…"
+    return summary[: limit - 1] + "…"
+
+
+def sentence_cell(approval: ToolApproval, *, limit: int = SUMMARY_PREVIEW_CHARS) -> tables.Cell:
+    """The sentence, linked to the approval, with the tool and workspace under it."""
+    return tables.Cell(
+        summary_preview(approval_sentence(approval), limit),
+        href=reverse("console:approval_detail", args=[approval.pk]),
+        sub=f"{approval.tool} · {approval.route_key}",
+    )
+
+
+def decided_cell(approval: ToolApproval, now) -> tables.Cell:
+    """Who decided and how long ago; the exact time and the channel in the title."""
+    if approval.decided_at is None:
+        return tables.text(None)
+    who = approval.decided_by or approval.decision_source or "—"
+    return tables.Cell(
+        who,
+        sub=tables.duration((now - approval.decided_at).total_seconds()) + " ago",
+        title=f"decided {tables.utc_iso(approval.decided_at)}"
+        + (f" ({approval.decision_source})" if approval.decision_source else ""),
+    )
+
+
+def status_cell(approval: ToolApproval) -> tables.Cell:
+    """The approval's status badge, with why it was needed (for people) under it; the raw policy
+    code stays in the title for operators who grep."""
+    badge = approval_badge(approval)
+    cell = badge.cell(sub=policy_label(approval.policy, approval.reason))
+    return replace(cell, title=f"{badge.title} · policy {policy_code(approval.policy, approval.reason)}")
 
 
 def approval_table(approvals) -> tables.Table:
-    """The inbox rows. What the call would do (its summary) gets the free width; the workspace,
-    client and policy ride as second lines, so the table fits a 1024 px screen without scrolling."""
+    """The inbox rows. What the call would do (its sentence) gets the free width, with the tool and
+    workspace under it; the client, the policy and the decision time ride as second lines, so the
+    table fits a 1024 px screen without scrolling."""
     table = tables.Table(
-        [
-            "Approval",
-            "Tool · workspace",
-            "Summary",
-            "Subject · client",
-            "Requested",
-            "Status · policy",
-            "Decided",
-        ],
+        ["Approval", "What it would do", "Subject · client", "Requested", "Status · why", "Decided"],
         empty="No approvals.",
     )
+    now = timezone.now()
     for approval in approvals:
         table.rows.append(
             [
                 tables.mono(f"#{approval.pk}", href=reverse("console:approval_detail", args=[approval.pk])),
-                tables.Cell(approval.tool, kind="mono", sub=approval.route_key),
-                tables.text(summary_preview(approval.summary)),
+                sentence_cell(approval),
                 tables.Cell(
                     approval.subject or "—",
                     kind="mono" if approval.subject else "muted",
                     sub=approval.invocation.client.app_id,
                 ),
                 tables.time(approval.created_at),
-                replace(tables.badge(approval.status), sub=approval.policy),
-                tables.text(approval.decided_by or None),
+                status_cell(approval),
+                decided_cell(approval, now),
             ]
         )
     return table
@@ -131,7 +187,15 @@ class ApprovalListView(ConsoleView, ListView):
         context = super().get_context_data(**kwargs)
         context["filter_form"] = self.filter_form
         context["table"] = approval_table(context["object_list"])
-        context["counts"] = approval_status_counts()
+        counts = approval_status_counts()
+        context["counts"] = counts
+        context["count_badges"] = [
+            (
+                status,
+                replace(APPROVAL_BADGES[status], label=f"{counts[status]} {APPROVAL_BADGES[status].label}"),
+            )
+            for status in ToolApproval.Status.values
+        ]
         return context
 
 
@@ -148,9 +212,16 @@ class ApprovalDetailView(ConsoleView, DetailView):
         context = super().get_context_data(**kwargs)
         approval = self.object
         user = self.request.user
+        context["sentence"] = approval_sentence(approval)
+        # All of it is the heading (it is what is approved); a long one in a smaller size.
+        context["sentence_long"] = len(context["sentence"]) > SUMMARY_PREVIEW_CHARS
+        context["status_badge"] = approval_badge(approval)
+        context["policy_label"] = policy_label(approval.policy, approval.reason)
+        context["policy_explanation"] = POLICY_EXPLANATIONS.get(approval.policy, "")
         context["args_inline"] = approval.args_bytes <= INLINE_ARGS_MAX_BYTES
         context["intent_view"] = {k: v for k, v in approval.intent.items() if k != "args"}
-        context["notifications"] = approval_notifications(approval=approval)
+        notifications = approval_notifications(approval=approval)
+        context["notifications"] = [(note, notification_badge(note)) for note in notifications]
         context["can_resend"] = user.has_perm(RESEND_PERMISSION)
         context["own_call"] = own_call(approval, user)
         context["can_decide"] = (
@@ -158,7 +229,9 @@ class ApprovalDetailView(ConsoleView, DetailView):
             and approval.status == ToolApproval.Status.PENDING
             and not context["own_call"]
         )
-        context["decision_form"] = DecisionForm()
+        decide_url = reverse("console:approval_decide", args=[approval.pk])
+        context["approve_url"] = f"{decide_url}?decision=approved"
+        context["deny_url"] = f"{decide_url}?decision=denied"
         context["trace_url"] = reverse("console:invocation_detail", args=[approval.invocation.job_id])
         return context
 
@@ -179,24 +252,111 @@ class ApprovalArgsView(ConsoleView, View):
         return response
 
 
+def _own_call_page(request):
+    return error_page(
+        request,
+        status=403,
+        title="Not your decision",
+        detail="This call was made on your own behalf; another approver must decide it.",
+        code="own_call",
+    )
+
+
+# What the banner says after a decision: what is true now, and what happens next.
+DECIDED_MESSAGES = {
+    "approved": (
+        "Approval #{pk} approved. The agent's next resume of this call executes it, once, with exactly "
+        "these arguments; nothing is sent before that."
+    ),
+    "denied": (
+        "Approval #{pk} denied. Nothing is sent to the business system; the agent's next resume of this "
+        "call gets the denial."
+    ),
+}
+
+
+def decision_confirmation(approval: ToolApproval, form: DecisionForm, user) -> Confirmation:
+    """The confirmation page of approving or denying ``approval``: the sentence, the tool and the
+    arguments hash, and what the decision sets in motion."""
+    decision = form["decision"].value()
+    approving = decision == "approved"
+    detail_url = reverse("console:approval_detail", args=[approval.pk])
+    if approving:
+        consequences = [
+            f"The agent's next resume of this call sends {approval.tool} to the business system, once, "
+            f"with exactly the arguments of hash {tables.short_hash(approval.args_hash)}…; nothing is "
+            "sent before the agent resumes.",
+        ]
+    else:
+        consequences = [
+            "Nothing is sent to the business system. The agent's next resume of this call gets the "
+            "denial (state denied).",
+        ]
+    consequences.append(
+        f"The decision is recorded as yours ({user.get_username()}), audited, and cannot be changed "
+        "afterwards."
+    )
+    return Confirmation(
+        title=f"{'Approve' if approving else 'Deny'} this call (approval #{approval.pk})?",
+        lead=approval_sentence(approval),
+        action_url=reverse("console:approval_decide", args=[approval.pk]),
+        cancel_url=detail_url,
+        button="Approve the call" if approving else "Deny the call",
+        button_class="btn-primary" if approving else "btn-danger",
+        consequences=consequences,
+        facts=[
+            ("Tool", f"{approval.tool} of {approval.provider}"),
+            ("Request", f"{approval.method} {approval.path}"),
+            ("Workspace", approval.route_key),
+            ("On behalf of", approval.subject),
+            ("Why approval", policy_label(approval.policy, approval.reason)),
+            ("Arguments hash", approval.args_hash),
+        ],
+        form=form,
+        crumbs=[("Approvals", reverse("console:approval_list")), (f"#{approval.pk}", detail_url)],
+    )
+
+
 class ApprovalDecideView(ConsoleView, View):
+    """GET ``?decision=approved|denied``: the confirmation page (with the comment field). POST, with
+    the confirmation: the decision, through the same service as the business decision endpoint."""
+
     permission_required = DECIDE_PERMISSION
-    http_method_names = ["post"]
+    http_method_names = ["get", "post"]
+
+    def get(self, request, pk: int):
+        approval = or_404(approval_get(approval_id=pk))
+        if own_call(approval, request.user):
+            return _own_call_page(request)
+        decision = request.GET.get("decision")
+        if decision not in dict(DECISIONS):
+            return error_page(
+                request,
+                status=400,
+                title="Invalid request",
+                detail="Choose approve or deny.",
+                field="decision",
+            )
+        if approval.status != ToolApproval.Status.PENDING:
+            messages.info(request, f"Approval #{pk} is already {approval.status}; nothing to decide.")
+            return redirect("console:approval_detail", pk=pk)
+        form = DecisionForm(initial={"decision": decision, "args_hash": approval.args_hash})
+        return confirm_page(request, decision_confirmation(approval, form, request.user))
 
     def post(self, request, pk: int):
         approval = or_404(approval_get(approval_id=pk))
         if own_call(approval, request.user):
-            return error_page(
-                request,
-                status=403,
-                title="Not your decision",
-                detail="This call was made on your own behalf; another approver must decide it.",
-                code="own_call",
-            )
+            return _own_call_page(request)
+        if not is_confirmed(request):
+            return not_confirmed(request)
         form = DecisionForm(request.POST)
         if not form.is_valid():
-            messages.error(request, "Choose approve or deny (a comment is at most 1,000 characters).")
-            return redirect("console:approval_detail", pk=pk)
+            if "decision" in form.errors or "args_hash" in form.errors:
+                return error_page(
+                    request, status=400, title="Invalid request", detail="Choose approve or deny."
+                )
+            # The comment is too long: the same confirmation, with the error on the comment.
+            return confirm_page(request, decision_confirmation(approval, form, request.user), status=400)
         decision = form.cleaned_data["decision"]
         try:
             outcome = approval_decide(
@@ -207,6 +367,8 @@ class ApprovalDecideView(ConsoleView, View):
                 comment=form.cleaned_data["comment"],
                 source="console",
                 actor=Actor.user(request.user),
+                # What the approver confirmed is what is decided: the hash on the confirmation page.
+                match={"args_hash": form.cleaned_data["args_hash"]},
                 user=request.user,
             )
         except ApprovalConflict:
@@ -218,8 +380,7 @@ class ApprovalDecideView(ConsoleView, View):
         if outcome.idempotent:
             messages.info(request, "This decision was already recorded.")
         else:
-            verb = "approved" if decision == "approved" else "denied"
-            messages.success(request, f"Approval #{pk} {verb}. The agent continues when it resumes the call.")
+            messages.success(request, DECIDED_MESSAGES[decision].format(pk=pk))
         return redirect("console:approval_detail", pk=pk)
 
 

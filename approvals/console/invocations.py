@@ -5,7 +5,7 @@ business system."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django import forms
@@ -16,6 +16,7 @@ from django.views import View
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
+from approvals.console.labels import approval_badge, invocation_badge, journal_badge, policy_label
 from approvals.errors import ReconciliationNotNeeded
 from approvals.selectors import invocation_get, invocation_trace_events, invocations_list
 from approvals.services.reconciliation import EVIDENCE_MAX_CHARS, journal_resolve
@@ -55,27 +56,37 @@ class ResolveForm(forms.Form):
     checked = forms.BooleanField(label="I looked this call up in the business system")
 
 
+# Shown for the invocation id: enough to tell calls apart (the full id is in the title).
+CALL_ID_CHARS = 12
+
+
 def invocation_table(invocations) -> tables.Table:
+    """The tool-call rows, in four columns that fit a 1024 px screen: the state comes third, so it
+    is never what gets cut off; the workspace and client, and the request time, ride as second
+    lines."""
     table = tables.Table(
-        ["Call", "Tool", "Workspace", "Client", "Requested", "State", "Business", "Journal"],
+        ["Call · requested", "Tool · workspace · client", "State", "Business answer"],
         empty="No tool calls.",
     )
     for invocation in invocations:
         journal = getattr(invocation, "journal", None)
+        call = tables.mono(
+            invocation.invocation_id[:CALL_ID_CHARS] + "…",
+            href=reverse("console:invocation_detail", args=[invocation.job_id]),
+            title=invocation.invocation_id,
+        )
         table.rows.append(
             [
-                tables.mono(
-                    invocation.invocation_id[:12] + "…",
-                    href=reverse("console:invocation_detail", args=[invocation.job_id]),
-                    title=invocation.invocation_id,
+                replace(call, sub=tables.utc_iso(invocation.created_at)),
+                tables.Cell(
+                    invocation.tool,
+                    kind="mono",
+                    sub=f"{invocation.route_key} · {invocation.client.app_id}",
                 ),
-                tables.mono(invocation.tool),
-                tables.mono(invocation.route_key),
-                tables.mono(invocation.client.app_id),
-                tables.time(invocation.created_at),
-                tables.badge(invocation.status),
-                tables.mono(invocation.business_status),
-                tables.badge(journal.state) if journal is not None else tables.text(None),
+                invocation_badge(invocation).cell(),
+                journal_badge(journal).cell()
+                if journal is not None
+                else tables.Cell("nothing sent", kind="muted"),
             ]
         )
     return table
@@ -109,25 +120,43 @@ class Step:
 
 
 def trace_steps(invocation: ToolInvocation) -> list[Step]:
+    """The stages a call went through, each in the tone of what it means: the request and its
+    dispatch are neutral history, a pending approval waits (amber), a decision and the outcome take
+    the tone of their badges."""
     approval: ToolApproval | None = getattr(invocation, "approval", None)
     journal: ToolCallJournal | None = getattr(invocation, "journal", None)
     steps = [Step("Requested", invocation.created_at, f"{len(invocation.argument_keys)} argument keys")]
     if approval is not None:
+        waiting = approval.status == ToolApproval.Status.PENDING
         steps.append(
-            Step("Approval pending", approval.created_at, f"#{approval.pk} · {approval.policy}", "warn")
+            Step(
+                "Approval pending",
+                approval.created_at,
+                f"#{approval.pk} · {policy_label(approval.policy, approval.reason)}",
+                "warn" if waiting else "neutral",
+            )
         )
         if approval.decided_at is not None:
-            tone = "ok" if approval.status == ToolApproval.Status.APPROVED else "bad"
             steps.append(
                 Step(
                     "Decided",
                     approval.decided_at,
                     f"{approval.status} by {approval.decided_by} ({approval.decision_source})",
-                    tone,
+                    approval_badge(approval).tone,
                 )
             )
     if journal is not None:
-        steps.append(Step("Dispatched", journal.started_at, f"journal {journal.state}", "warn"))
+        # In flight while the journal says so; afterwards it is history, coloured by the outcome.
+        answer = journal_badge(journal)
+        in_flight = journal.state == ToolCallJournal.State.DISPATCHING
+        steps.append(
+            Step(
+                "Dispatched",
+                journal.started_at,
+                f"journal: {answer.label}",
+                "progress" if in_flight else "neutral",
+            )
+        )
     if (
         invocation.completed_at is not None
         or invocation.status == ToolInvocation.Status.RECONCILIATION_REQUIRED
@@ -142,7 +171,7 @@ def trace_steps(invocation: ToolInvocation) -> list[Step]:
                 "Outcome",
                 invocation.completed_at or invocation.updated_at,
                 detail,
-                tables.BADGE_TONES.get(invocation.status, "neutral"),
+                invocation_badge(invocation).tone,
             )
         )
     return steps
@@ -161,8 +190,13 @@ class InvocationDetailView(ConsoleView, DetailView):
         context = super().get_context_data(**kwargs)
         invocation = self.object
         journal = getattr(invocation, "journal", None)
+        approval = getattr(invocation, "approval", None)
         context["journal"] = journal
-        context["approval"] = getattr(invocation, "approval", None)
+        context["journal_badge"] = journal_badge(journal) if journal is not None else None
+        context["approval"] = approval
+        context["approval_badge"] = approval_badge(approval) if approval is not None else None
+        context["state_badge"] = invocation_badge(invocation)
+        context["sentence"] = approval.summary if approval is not None else ""
         context["steps"] = trace_steps(invocation)
         events = tables.Table(["Time", "Action", "Actor"], empty="No ledger events.")
         for event in invocation_trace_events(invocation):

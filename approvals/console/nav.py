@@ -3,11 +3,13 @@ history) and its dashboard cards."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from django.urls import reverse
 from django.utils import timezone
 
+from approvals.console.approvals import sentence_cell
 from approvals.selectors import (
     approvals_pending_count,
     approvals_pending_oldest,
@@ -20,6 +22,8 @@ from bailing.ui.sections import Panel
 from bailing.ui.tables import utc_iso
 
 PENDING_PANEL_ROWS = 5
+# The panel is half the dashboard's width: a shorter start of each sentence than the inbox shows.
+PANEL_SENTENCE_CHARS = 90
 
 
 def _pending(user) -> int | None:
@@ -46,13 +50,17 @@ def dashboard_cards(user) -> list[Card]:
             )
         )
     if user.has_perm("agent_runtime.view_toolinvocation"):
+        unresolved = invocations_unresolved_count()
         cards.append(
             Card(
                 60,
                 "Unknown outcomes",
-                invocations_unresolved_count(),
-                "tool calls to reconcile with the business system",
+                unresolved,
+                "tool calls to look up in the business system and resolve: open them"
+                if unresolved
+                else "no tool call waits for reconciliation",
                 reverse("console:invocation_list") + "?state=reconciliation_required",
+                alarm=unresolved > 0,
             )
         )
     if user.has_perm("bailing.view_auditevent"):
@@ -74,23 +82,28 @@ def dashboard_panels(user) -> list[Panel]:
     if not user.has_perm("agent_runtime.view_toolapproval"):
         return []
     pending = approvals_pending_count()
+    # Three columns, so the sentence has room in a half-width card: the tool, workspace and client
+    # ride under it, the expiry under the waiting time.
     table = tables.Table(
-        ["Approval", "Tool", "Client", "Waiting", "Expires"],
+        ["Approval", "What it would do", "Waiting"],
         empty="No tool call is waiting for a decision.",
     )
     now = timezone.now()
     for approval in approvals_pending_oldest(PENDING_PANEL_ROWS) if pending else []:
         expires = approval.expires_at
+        sentence = sentence_cell(approval, limit=PANEL_SENTENCE_CHARS)
         table.rows.append(
             [
                 tables.mono(f"#{approval.pk}", href=reverse("console:approval_detail", args=[approval.pk])),
-                tables.Cell(approval.tool, kind="mono", sub=approval.route_key),
-                tables.mono(approval.invocation.client.app_id),
-                tables.Cell(tables.duration((now - approval.created_at).total_seconds()), kind="mono"),
+                replace(sentence, sub=f"{sentence.sub} · {approval.invocation.client.app_id}"),
                 tables.Cell(
-                    "in " + tables.duration((expires - now).total_seconds()) if expires else "never",
-                    kind="mono" if expires else "muted",
-                    title=tables.utc_iso(expires) if expires else "",
+                    tables.duration((now - approval.created_at).total_seconds()),
+                    kind="mono",
+                    sub="expires in " + tables.duration((expires - now).total_seconds())
+                    if expires
+                    else "never expires",
+                    title=f"requested {tables.utc_iso(approval.created_at)}"
+                    + (f", expires {tables.utc_iso(expires)}" if expires else ""),
                 ),
             ]
         )

@@ -10,6 +10,7 @@ console's Content-Security-Policy allows no inline script, so no ``confirm()`` d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.shortcuts import render
 from django.utils.cache import add_never_cache_headers
@@ -35,17 +36,28 @@ class Confirmation:
     # Extra hidden fields the action needs (e.g. enabled=false).
     hidden: dict[str, str] = field(default_factory=dict)
     crumbs: list[tuple[str, str]] = field(default_factory=list)
+    # The sentence the action is about, shown large under the title (an approval's "Refund 650 on
+    # order SO-1002?"): what the person confirms, restated in their words rather than as facts.
+    lead: str = ""
+    # A form whose fields go with the confirmation (an approver's optional comment): its visible
+    # fields are shown above the button, its hidden ones travel with the POST.
+    form: Any = None
+    # The confirm button's class: ``btn-danger`` for what takes something away, ``btn-primary``
+    # for a consequential yes (approving a call).
+    button_class: str = "btn-danger"
 
 
 def is_confirmed(request) -> bool:
     return request.POST.get(CONFIRM_FIELD) == CONFIRM_VALUE
 
 
-def confirm_page(request, confirmation: Confirmation):
+def confirm_page(request, confirmation: Confirmation, *, status: int = 200):
+    """The confirmation page; ``status`` 400 re-shows it with the errors of its form."""
     response = render(
         request,
         "console/confirm.html",
         {"confirmation": confirmation, "confirm_field": CONFIRM_FIELD, "confirm_value": CONFIRM_VALUE},
+        status=status,
     )
     add_never_cache_headers(response)
     return response

@@ -25,10 +25,12 @@ class NavItem:
 
 @dataclass(frozen=True)
 class Card:
-    """A dashboard figure linking to the page it summarises."""
+    """A dashboard figure linking to the page it summarises. ``alarm`` marks a figure that needs
+    someone now (unknown outcomes to reconcile): the card is styled as an alarm, and says so."""
 
     order: int
     label: str
     value: int
     note: str
     url: str
+    alarm: bool = False

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-# Badge tones by status word; anything unknown renders neutral.
+# Badge tones by status word; anything unknown renders neutral. The states of governed tool calls,
+# their journals, approvals and notifications are not here: they have badges of their own, with
+# labels and meanings (approvals/console/labels.py, bailing/ui/badges.py).
 BADGE_TONES = {
     "enabled": "ok",
     "active": "ok",
@@ -25,19 +27,9 @@ BADGE_TONES = {
     "denied": "bad",
     "broken": "bad",
     "missing": "bad",
-    # governed tool calls
-    "executed": "ok",
     "completed": "ok",
-    "delivered": "ok",
-    "awaiting_approval": "warn",
-    "dispatching": "warn",
     "in_progress": "warn",
-    "business_rejected": "bad",
-    "reconciliation_required": "bad",
-    "uncertain": "bad",
     "failed": "bad",
-    "rejected_before_dispatch": "off",
-    "skipped": "off",
 }
 
 

@@ -34,6 +34,7 @@ from tests.support.invocations import (
     INVOKE_URL,
     agent,
     approve,
+    console_decision,
     invoke_body,
     post,
     provider_for,
@@ -120,8 +121,9 @@ def test_arguments_budget_through_rest_approval_console_and_resume(api_client, b
     assert detail.status_code == 200
     snapshot = console.get(reverse("console:approval_args", args=[waiting["approval_id"]]))
     assert snapshot.json() == arguments  # the approver sees exactly what will be sent
+    pending = ToolApproval.objects.get(pk=waiting["approval_id"])
     decided = console.post(
-        reverse("console:approval_decide", args=[waiting["approval_id"]]), {"decision": "approved"}
+        reverse("console:approval_decide", args=[pending.pk]), console_decision(pending, "approved")
     )
     assert decided.status_code == 302
     result = post(api_client, session, resume_url(body["invocation_id"]), {}).json()
@@ -469,7 +471,8 @@ def test_decision_comment_budget_through_the_api_and_the_console(api_client, bul
         HTTP_AUTHORIZATION=f"Bearer {session._client_token}",
     )
     signed_in(approver).post(
-        reverse("console:approval_decide", args=[by_console.pk]), {"decision": "approved", "comment": comment}
+        reverse("console:approval_decide", args=[by_console.pk]),
+        console_decision(by_console, "approved", comment=comment),
     )
     by_api.refresh_from_db()
     by_console.refresh_from_db()

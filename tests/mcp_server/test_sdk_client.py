@@ -99,7 +99,8 @@ def test_a_governed_write_waits_for_approval_in_the_console_then_resumes_once(hu
             await page.get_by_label("Username").fill(approver.username)
             await page.get_by_label("Password").fill(PASSWORD)
             await page.get_by_role("button", name="Sign in").click()
-            await page.get_by_role("button", name="Approve").click()
+            await page.get_by_role("link", name="Approve…").click()
+            await page.get_by_role("button", name="Approve the call").click()
             await page.locator(".alert-success").wait_for()
             await browser.close()
 

@@ -161,3 +161,16 @@ def approve(approval_id: int, *, decision_id: str | None = None) -> None:
         source="console",
         actor=Actor.system("tests"),
     )
+
+
+def console_decision(approval, decision: str, *, comment: str = "") -> dict[str, str]:
+    """The POST body of the console's decision confirmation page (``console:approval_decide``): the
+    confirmation field, the decision and the arguments hash it restates, and the comment."""
+    from bailing.ui.confirm import CONFIRM_FIELD, CONFIRM_VALUE
+
+    return {
+        CONFIRM_FIELD: CONFIRM_VALUE,
+        "decision": decision,
+        "args_hash": approval.args_hash,
+        "comment": comment,
+    }

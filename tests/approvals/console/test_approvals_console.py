@@ -13,6 +13,7 @@ from tests.support.console import PASSWORD, csp_violations, signed_in
 from tests.support.invocations import (
     INVOKE_URL,
     agent,
+    console_decision,
     invoke_body,
     post,
     provider_for,
@@ -52,11 +53,19 @@ def test_the_detail_shows_the_snapshot_and_an_approver_decides(waiting, approver
     text = detail.content.decode()
     assert detail.context["can_decide"] is True
     assert "changed mind" in text and "risk_high" in text and approval.args_hash in text
-    response = client.post(
-        reverse("console:approval_decide", args=[approval.pk]), {"decision": "approved", "comment": "ok"}
-    )
+    decide = reverse("console:approval_decide", args=[approval.pk])
+    # One click does not decide: the decision POST without its confirmation changes nothing.
+    refused = client.post(decide, {"decision": "approved", "args_hash": approval.args_hash})
+    assert refused.status_code == 400 and refused.context["code"] == "not_confirmed"
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    confirm = client.get(detail.context["approve_url"])
+    assert confirm.status_code == 200
+    assert confirm.context["confirmation"].lead == approval.summary
+    assert ("Arguments hash", approval.args_hash) in confirm.context["confirmation"].facts
+    response = client.post(decide, console_decision(approval, "approved", comment="ok"))
     assert response.status_code == 302
-    again = client.post(reverse("console:approval_decide", args=[approval.pk]), {"decision": "approved"})
+    again = client.post(decide, console_decision(approval, "approved"))
     assert again.status_code == 302  # a double submit is a replay
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.decision_source) == (
@@ -198,8 +207,9 @@ def test_approval_flow_in_a_browser(
     page.wait_for_url(base + reverse("console:approval_detail", args=[waiting["approval_id"]]))
     assert "Broken <b>jug</b>" in page.locator("#approval-args").inner_text()  # escaped, shown as text
     screenshot(page, "approvals-02-detail")
+    page.get_by_role("link", name="Approve…").click()
     page.get_by_label("Comment").fill("Customer sent photos")
-    page.get_by_role("button", name="Approve").click()
+    page.get_by_role("button", name="Approve the call").click()
     page.wait_for_url(base + reverse("console:approval_detail", args=[waiting["approval_id"]]))
     assert page.locator(".alert-success").is_visible()
     screenshot(page, "approvals-03-approved")
@@ -299,7 +309,7 @@ def test_hidden_characters_in_arguments_are_shown_as_escapes_in_a_browser(
 
     page.get_by_role("link", name=f"#{approval.pk}").click()
     page.wait_for_url(base + reverse("console:approval_detail", args=[approval.pk]))
-    lead = page.locator("p.lead").inner_text()
+    lead = page.locator("h1.statement").inner_text()
     assert lead.startswith("Refund 650 on order SO-1002? Reason: refund to IBAN U+202EDE00 1234U+202C ok")
     args = page.locator("#approval-args")
     assert '"reason": "refund to IBAN U+202EDE00 1234U+202C okU+200B ZZZ' in args.inner_text()
@@ -333,7 +343,8 @@ def test_decision_comments_and_audit_data_show_hidden_characters_as_escapes(wait
     client = signed_in(approver)
     comment = "ok \u202egnp.exe\u202c\u00ad"
     client.post(
-        reverse("console:approval_decide", args=[approval.pk]), {"decision": "denied", "comment": comment}
+        reverse("console:approval_decide", args=[approval.pk]),
+        console_decision(approval, "denied", comment=comment),
     )
     approval.refresh_from_db()
     assert approval.decision_comment == comment

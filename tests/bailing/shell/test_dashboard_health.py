@@ -167,15 +167,49 @@ def test_pending_approvals_oldest_first_with_the_inbox_link(approver):
 
     panel = panels(dashboard(signed_in(approver)))["Pending approvals"]
 
-    assert [row[1] for row in cells(panel.table)] == ["tool_1", "tool_4", "tool_5", "tool_2", "tool_0"]
-    assert cells(panel.table)[0][3] == "1 h 30 min"
-    assert cells(panel.table)[0][4].startswith("in 22 h 29 min") or cells(panel.table)[0][4].startswith(
-        "in 22 h 30"
-    )
-    assert panel.table.rows[0][1].sub == "writer"
+    # What each call would do (these tools declare no prompt: their request), tool and workspace under it.
+    assert [row[1] for row in cells(panel.table)] == [
+        f"Call tool_{n} (POST /tool_{n})?" for n in (1, 4, 5, 2, 0)
+    ]
+    assert cells(panel.table)[0][2] == "1 h 30 min"
+    expires = panel.table.rows[0][2].sub
+    assert expires.startswith("expires in 22 h 29 min") or expires.startswith("expires in 22 h 30")
+    assert panel.table.rows[0][1].sub.startswith("tool_1 · writer · ")
     assert panel.note == "6 pending, the 5 oldest shown"
     assert panel.more_url == reverse("console:approval_list") + "?status=pending"
     assert panel.more_label == "Open the approvals inbox (6 pending)"
+
+
+def test_the_pending_panel_leads_with_what_each_call_would_do(approver):
+    waiting = pending_approval(
+        tool="refund_create", route=RouteFactory(route_key="writer"), waited=timedelta()
+    )
+    ToolApproval.objects.filter(pk=waiting.pk).update(summary="Refund 650 on order SO-1002? " + "x" * 200)
+    (row,) = panels(dashboard(signed_in(approver)))["Pending approvals"].table.rows
+    assert row[1].text.startswith("Refund 650 on order SO-1002? xxx") and row[1].text.endswith("…")
+    assert len(row[1].text) == 90
+    assert row[1].href == reverse("console:approval_detail", args=[waiting.pk])
+
+
+def test_the_unknown_outcomes_card_alarms_only_when_a_call_needs_an_operator(admin_http):
+    from agent_runtime.models import ToolCallJournal, ToolInvocation
+    from tests.factories import ToolInvocationFactory
+
+    def card():
+        (found,) = [c for c in dashboard(admin_http).context["cards"] if c.label == "Unknown outcomes"]
+        return found
+
+    calm = card()
+    assert (calm.value, calm.alarm) == (0, False)
+    unknown = ToolInvocationFactory(status=ToolInvocation.Status.RECONCILIATION_REQUIRED)
+    journal = ToolCallJournal.objects.create(invocation=unknown, state="uncertain", idempotency_key="k")
+    alarm = card()
+    assert (alarm.value, alarm.alarm) == (1, True)
+    assert alarm.url == reverse("console:invocation_list") + "?state=reconciliation_required"
+    html = dashboard(admin_http).content.decode()
+    assert 'class="stat stat-alarm"' in html and "needs an operator" in html
+    ToolCallJournal.objects.filter(pk=journal.pk).update(resolution="not_executed")
+    assert (card().value, card().alarm) == (0, False)  # resolved: nobody is needed any more
 
 
 def test_no_pending_approvals_reads_well(approver):

@@ -122,6 +122,11 @@ class ApprovalStateApi(APIView):
 
     authentication_classes: list = []
 
+    def initial(self, request, *args, **kwargs):
+        # A path that cannot name an approval is an unknown path, whatever the method (404, not 405).
+        _approval_pk(kwargs["approval_id"])
+        super().initial(request, *args, **kwargs)
+
     def get(self, request, approval_id: str):
         pk = _approval_pk(approval_id)
         client, _ = business_authenticate(request, pk, signs_body=False)

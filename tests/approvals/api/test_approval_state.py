@@ -205,3 +205,6 @@ def test_only_get_is_served(pending):
         HTTP_AUTHORIZATION=f"Bearer {session._client_token}",
     )
     assert (response.status_code, response.json()["error"]) == (405, "method_not_allowed")
+    # A path that cannot name an approval stays an unknown path for every method.
+    unknown = APIClient().post("/approvals/nope", b"{}", content_type="application/json")
+    assert (unknown.status_code, unknown.json()["error"]) == (404, "not_found")

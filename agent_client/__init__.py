@@ -5,7 +5,13 @@ Also a small command line for trying the hub by hand::
     python -m agent_client login --hub http://127.0.0.1:8000 --client demo-agent --workspace demo
 
 opens the consent page, waits for the loopback redirect, exchanges the code and prints the
-workspace profile; ``--save FILE`` (opt-in) writes the tokens to a 0600 file.
+workspace profile; ``--save FILE`` (opt-in) writes the tokens to a 0600 file. With it::
+
+    RUN=$(python -m agent_client turn --tokens FILE --workspace demo "Where is my order?")
+    python -m agent_client invoke --tokens FILE --workspace demo --run $RUN list_orders '{}'
+
+start a conversation turn and make a governed call in it (the README's "Demo walk-through" has the
+whole sequence: approvals, resume, receipts).
 
 It does what a local agent host does (docs/protocol.md "Agent sign-in and consent"): pick a random
 ``state`` and a PKCE verifier, listen on a random loopback port, create the authorization, wait for
@@ -40,9 +46,12 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
+import shlex
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -491,6 +500,42 @@ class ReferenceAgentClient:
             if cursor is None:
                 return "".join(p["content"] for p in pages), pages
 
+    # -- conversation turns (bailing.agent-turn-context.v1) ------------------------------------------
+    # A turn freezes what the hub tells the agent for one user message (instructions, memory,
+    # knowledge, active tools) under a run id; the calls the agent makes for that message name the run
+    # (``agent_run_id``), which is how the console links a conversation turn to its tool calls.
+
+    def turn(
+        self,
+        route: str,
+        user_input: str,
+        *,
+        conversation_id: str,
+        turn_id: str,
+        message_id: str,
+        page_context: dict[str, Any] | None = None,
+        renderers: list[str] | None = None,
+        knowledge_delivery: str | None = None,
+    ) -> dict:
+        """Prepare (or, with the same ids and payload, replay) one turn; returns the frozen context."""
+        body: dict[str, Any] = {
+            "client_conversation_id": conversation_id,
+            "client_turn_id": turn_id,
+            "user_message_id": message_id,
+            "user_input": user_input,
+        }
+        for key, value in (
+            ("page_context", page_context),
+            ("renderers", renderers),
+            ("knowledge_delivery", knowledge_delivery),
+        ):
+            if value is not None:
+                body[key] = value
+        result = self._authed("POST", f"/agent-api/v1/workspaces/{route}/turns", expect=200, json=body)
+        if not isinstance(result, dict) or result.get("schema_version") != "bailing.agent-turn-context.v1":
+            raise AssertionError("unknown turn context schema")  # never pretend success
+        return result
+
     # -- governed tool invocations (bailing.agent-tool-invocation.v1) --------------------------------
     # An invocation id names one call forever: a host keeps it and resumes the same call (after an
     # approval, or when the outcome was not learnt) instead of sending a replacement write.
@@ -578,6 +623,41 @@ EXIT_SIGN_IN_AGAIN = 3
 PROG = "python -m agent_client"
 
 
+_INVOCATION_ID_RE = re.compile(r"[0-9a-f]{64}")
+_CLIENT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+
+
+def _invocation_id(value: str) -> str:
+    """64 lowercase hex digits, as the hub requires (an empty shell variable is caught here)."""
+    import argparse
+
+    if not _INVOCATION_ID_RE.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"not an invocation id (64 lowercase hex digits): {value!r}")
+    return value
+
+
+def _run_id(value: str) -> str:
+    import argparse
+
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a run id (the UUID turn prints): {value!r}") from None
+
+
+def _client_id(value: str) -> str:
+    import argparse
+
+    if not _CLIENT_ID_RE.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"ids are letters, digits and _.:- (at most 128): {value!r}")
+    return value
+
+
+def new_client_id(prefix: str) -> str:
+    """A fresh conversation, turn or message id of the reference client (``cli-conv-…``)."""
+    return f"cli-{prefix}-{secrets.token_hex(6)}"
+
+
 def build_parser():
     """The command line's argument parser (every argument described: tests/test_help_texts.py)."""
     import argparse
@@ -598,18 +678,51 @@ def build_parser():
     login.add_argument("--no-browser", action="store_true", help="print the URL instead of opening it")
     login.add_argument("--save", metavar="FILE", help="write the tokens to FILE (mode 0600)")
     tokens_help = "tokens saved by login --save (rewritten when the access token is refreshed)"
+    turn = sub.add_parser(
+        "turn",
+        help="start a conversation turn; prints its run id on stdout (for invoke --run), a summary on stderr",
+    )
+    turn.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
+    turn.add_argument("--workspace", required=True, help="workspace (route key)")
+    turn.add_argument(
+        "--conversation",
+        type=_client_id,
+        metavar="ID",
+        help="your conversation id (default: a new one); the same id again continues that conversation",
+    )
+    turn.add_argument("--turn", type=_client_id, metavar="ID", help="your turn id (default: a new one)")
+    turn.add_argument(
+        "--message", type=_client_id, metavar="ID", help="the user message's id (default: a new one)"
+    )
+    turn.add_argument("--json", action="store_true", help="print the whole frozen context instead of the id")
+    turn.add_argument("user_input", help="what the user said in this turn")
     invoke = sub.add_parser("invoke", help="call a workspace tool through the hub (governed)")
     invoke.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
     invoke.add_argument("--workspace", required=True, help="workspace (route key)")
-    invoke.add_argument("--id", metavar="HEX64", help="invocation id (default: a new random one)")
+    invoke.add_argument(
+        "--id", type=_invocation_id, metavar="HEX64", help="invocation id (default: a new random one)"
+    )
+    invoke.add_argument(
+        "--run",
+        type=_run_id,
+        metavar="RUN_ID",
+        help="the run id printed by turn: the call is made in that turn (and listed with it)",
+    )
     invoke.add_argument("tool", help="tool name, e.g. list_orders")
     invoke.add_argument("arguments", nargs="?", default="{}", help="arguments as a JSON object")
+    workspace_help = "accepted so every command takes the same options; the call keeps its own workspace"
     resume = sub.add_parser("resume", help="resume an invocation (after an approval)")
     resume.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
-    resume.add_argument("invocation_id", help="the invocation id printed by invoke")
+    resume.add_argument("--workspace", help=workspace_help)
+    resume.add_argument("invocation_id", type=_invocation_id, help="the invocation id printed by invoke")
     receipt = sub.add_parser("receipt", help="read an invocation's receipt (read-only)")
     receipt.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
-    receipt.add_argument("invocation_id", help="the invocation id printed by invoke")
+    receipt.add_argument("--workspace", help=workspace_help)
+    receipt.add_argument("invocation_id", type=_invocation_id, help="the invocation id printed by invoke")
+    sub.add_parser(
+        "new-id",
+        help="print a fresh invocation id (64 hex digits) to give invoke --id, and resume the call by it",
+    )
     knowledge = sub.add_parser("knowledge", help="search a workspace's knowledge and read the best hit")
     knowledge.add_argument("--tokens", required=True, metavar="FILE", help=tokens_help)
     knowledge.add_argument("--workspace", required=True, help="workspace (route key)")
@@ -629,15 +742,22 @@ def build_parser():
 def main(argv: list[str] | None = None) -> int:
     """``login``: sign in through the browser, then show the workspaces and the bootstrap profile.
     ``knowledge``: with tokens saved by ``login --save``, search a workspace's knowledge and read the
-    best hit. ``invoke`` / ``resume`` / ``receipt``: call a workspace tool through the hub's governed
-    path, continue it after an approval, read its receipt. ``mcp-check``: sign in to a workspace's MCP
-    endpoint knowing only its URL (standard OAuth) and try its knowledge tools. Commands that use saved
-    tokens refresh an expired access token themselves and save the rotated pair."""
+    best hit. ``turn``: start a conversation turn (its run id on stdout, for ``invoke --run``).
+    ``invoke`` / ``resume`` / ``receipt``: call a workspace tool through the hub's governed path,
+    continue it after an approval, read its receipt; ``new-id`` prints an invocation id to call and
+    resume by. ``mcp-check``: sign in to a workspace's MCP endpoint knowing only its URL (standard
+    OAuth) and try its knowledge tools. Commands that use saved tokens refresh an expired access
+    token themselves and save the rotated pair."""
     args = build_parser().parse_args(argv)
+    if args.command == "new-id":
+        print(secrets.token_hex(32))
+        return 0
     if args.command == "mcp-check":
         return _mcp_check_command(args)
     if args.command == "knowledge":
         return _with_saved_session(args, _knowledge_command)
+    if args.command == "turn":
+        return _with_saved_session(args, _turn_command)
     if args.command in ("invoke", "resume", "receipt"):
         return _with_saved_session(args, _invocation_command)
     return _login_command(args)
@@ -757,6 +877,69 @@ def _knowledge_command(args: Any, agent: ReferenceAgentClient) -> int:
     return 0
 
 
+def command_prefix() -> str:
+    """How to run this client again, as this process was run: ``.venv/bin/python -m agent_client``
+    from the checkout (the interpreter relative to the working directory when it is inside it)."""
+    import sys
+
+    interpreter = sys.executable or "python"
+    relative = os.path.relpath(interpreter)
+    if not relative.startswith(".."):
+        interpreter = relative
+    return f"{shlex.quote(interpreter)} -m agent_client"
+
+
+def resume_command(args: Any, invocation_id: str) -> str:
+    """The ``resume`` command line for this call, with the token file and workspace it was given,
+    quoted for a POSIX shell: pasted as it is, it continues the same call."""
+    words = ["resume", "--tokens", args.tokens]
+    if getattr(args, "workspace", None):
+        words += ["--workspace", args.workspace]
+    return " ".join([command_prefix(), *(shlex.quote(word) for word in words), invocation_id])
+
+
+def _turn_command(args: Any, agent: ReferenceAgentClient) -> int:
+    """``turn``: the run id alone on stdout (so ``RUN=$(… turn …)`` keeps it), what was frozen on
+    stderr; ``--json`` prints the whole context on stdout instead. Errors go to stderr."""
+    import sys
+
+    conversation = args.conversation or new_client_id("conv")
+    turn_id = args.turn or new_client_id("turn")
+    try:
+        context = agent.turn(
+            args.workspace,
+            args.user_input,
+            conversation_id=conversation,
+            turn_id=turn_id,
+            message_id=args.message or new_client_id("msg"),
+        )
+    except AgentAuthError as exc:
+        print(f"turn request failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    run_id = context["run_id"]
+    frozen = context.get("context") or {}
+    tools = [tool.get("name", "") for tool in context.get("active_tools") or []]
+    knowledge = len(frozen.get("knowledge") or [])
+    memory = len((frozen.get("memory") or {}).get("recent") or [])
+    invoke = (
+        f"{command_prefix()} invoke --tokens {shlex.quote(args.tokens)} "
+        f"--workspace {shlex.quote(args.workspace)} --run {run_id} TOOL '{{...}}'"
+    )
+    print(
+        f"Turn ready: run {run_id}, conversation {conversation}, turn {turn_id}, "
+        f"workspace {args.workspace}.\n"
+        f"  Frozen for the agent: {len(tools)} active tool(s) ({', '.join(tools) or 'none'}), "
+        f"{knowledge} knowledge excerpt(s), {memory} earlier message(s).\n"
+        f"  Make calls in this turn with: {invoke}",
+        file=sys.stderr,
+    )
+    if args.json:
+        print(json.dumps(context, indent=2, ensure_ascii=False))
+    else:
+        print(run_id)
+    return 0
+
+
 def _invocation_command(args: Any, agent: ReferenceAgentClient) -> int:
     import sys
 
@@ -778,20 +961,19 @@ def _invocation_command(args: Any, agent: ReferenceAgentClient) -> int:
                     arguments,
                     capability_revision=revision,
                     invocation_id=invocation_id,
+                    run_id=args.run,
                 )
             except httpx.TransportError as exc:
                 # The call may have run: never send it again as a new call; resume this id instead.
                 print(
                     f"agent_client: no answer from the hub ({type(exc).__name__}); the outcome of invocation "
-                    f"{invocation_id} is unknown. Continue it with: {PROG} resume --tokens {args.tokens} "
-                    f"{invocation_id}",
+                    f"{invocation_id} is unknown. Continue it with: {resume_command(args, invocation_id)}",
                     file=sys.stderr,
                 )
                 return EXIT_FAILED
             _print_json(f"POST /agent-api/v1/tool-invocations ({args.tool})", result)
             if result["state"] in ("awaiting_approval", "reconciliation_required", "in_progress"):
-                invocation = result["invocation_id"]
-                print(f"Resume later with: {PROG} resume --tokens FILE {invocation}")
+                print(f"Resume later with: {resume_command(args, result['invocation_id'])}")
         elif args.command == "resume":
             _print_json("POST …/resume", agent.resume(args.invocation_id))
         else:

@@ -9,16 +9,21 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.utils import timezone
 
 from agent_runtime.models import (
     AgentSession,
     ApprovalNotification,
+    Client,
     ToolApproval,
     ToolCallJournal,
     ToolInvocation,
 )
+from bailing.api.timefmt import utc_iso
 from bailing.audit.models import AuditEvent
 from bailing.db.queries import filter_by
+
+APPROVAL_STATE_SCHEMA = "bailing.approval-state.v1"
 
 
 def approvals_pending_count() -> int:
@@ -77,6 +82,61 @@ def approval_get(*, approval_id: int) -> ToolApproval | None:
         .filter(pk=approval_id)
         .first()
     )
+
+
+def approval_owner_client(*, approval_id: int) -> Client | None:
+    """The client whose invocation asked for approval ``approval_id`` (it holds the token a business
+    system signs with), or None for an unknown approval."""
+    approval = ToolApproval.objects.select_related("invocation__client").filter(pk=approval_id).first()
+    return approval.invocation.client if approval is not None else None
+
+
+def _decision_source(stored: str) -> str | None:
+    """``console`` or ``business`` (how the business authenticated stays the hub's: the ledger has it)."""
+    return stored.partition(":")[0] or None
+
+
+def approval_state_get(*, approval_id: int, client_id: int) -> dict[str, Any] | None:
+    """Where approval ``approval_id`` of one of ``client_id``'s invocations stands, as
+    ``GET /approvals/<id>`` answers it (``bailing.approval-state.v1``, docs/protocol.md "Approval
+    state"), or None when there is no such approval for that client.
+
+    A pending approval past its expiry reads as ``expired`` (what a decision or a resume would find);
+    nothing is written here. Only identifiers, the status and who decided where and when: never the
+    arguments, the comment or anything the business system did not already receive."""
+    approval = (
+        ToolApproval.objects.filter(pk=approval_id, invocation__client_id=client_id)
+        .only(
+            "id",
+            "job_id",
+            "request_id",
+            "args_hash",
+            "status",
+            "decision_id",
+            "decided_by",
+            "decision_source",
+            "decided_at",
+            "expires_at",
+        )
+        .first()
+    )
+    if approval is None:
+        return None
+    status = ToolApproval.Status.EXPIRED if approval.is_due(timezone.now()) else approval.status
+    decided = status in (ToolApproval.Status.APPROVED, ToolApproval.Status.DENIED)
+    return {
+        "schema_version": APPROVAL_STATE_SCHEMA,
+        "approval_id": approval.pk,
+        "job_id": str(approval.job_id),
+        "request_id": approval.request_id,
+        "args_hash": approval.args_hash,
+        "status": str(status),
+        "decided_by": (approval.decided_by or None) if decided else None,
+        "decided_at": utc_iso(approval.decided_at) if decided else None,
+        "decision_source": _decision_source(approval.decision_source) if decided else None,
+        "decision_id": approval.decision_id if decided else None,
+        "expires_at": utc_iso(approval.expires_at),
+    }
 
 
 def approval_notifications(*, approval: ToolApproval) -> list[ApprovalNotification]:

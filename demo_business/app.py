@@ -544,9 +544,16 @@ def _approval_routes(config: DemoConfig, inbox: approvals.ApprovalInbox) -> list
         inbox.receive(approval)
         return Response(200, {"ok": True, "approval_id": approval["approval_id"], "stored": True})
 
+    def render(status: int, notice: str | None = None) -> Response:
+        """The inbox after asking the hub about every request still pending here."""
+        checks = approvals.refresh_from_hub(config, inbox, budget_seconds=config.hub_state_budget_seconds)
+        return _html(
+            status, pages.approvals_page(inbox.records(), notes=notes(), notice=notice, checks=checks)
+        )
+
     def page(request: Request, params: dict[str, str]) -> Response:
         _query(request, frozenset())
-        return _html(200, pages.approvals_page(inbox.records(), notes=notes()))
+        return render(200)
 
     def listing(request: Request, params: dict[str, str]) -> Response:
         _query(request, frozenset())
@@ -570,9 +577,15 @@ def _approval_routes(config: DemoConfig, inbox: approvals.ApprovalInbox) -> list
             inbox.finish_decision(approval_id, decision, comment, outcome)
         if outcome.ok:
             return Response(303, b"", [("Location", "/approvals")], content_type="text/plain; charset=utf-8")
+        check = None
+        if outcome.hub_status == 409:
+            # approval_conflict: the hub holds another decision (made in its console, most likely).
+            # Say which, read from the hub, instead of guessing.
+            check = approvals.fetch_state(config, stored, timeout=config.hub_state_timeout_seconds)
+            if check.state is not None and inbox.settle_from_hub(approval_id, check.state):
+                return render(409, pages.already_decided_notice(approval_id, decision, check.state))
         failure = next((r["last_failure"] for r in inbox.records() if r["approval_id"] == approval_id), None)
-        notice = pages.failure_notice(approval_id, failure)
-        return _html(502, pages.approvals_page(inbox.records(), notes=notes(), notice=notice))
+        return render(502, pages.failure_notice(approval_id, failure, check))
 
     approval_id = r"(?P<approval_id>[1-9][0-9]{0,15})"
     return [

@@ -13,6 +13,14 @@ Wire contract (BailingHub, ``bailing.approval-decision.v1``):
   ``args_hash`` from the stored request: the hub applies it only to exactly that argument snapshot.
   ``decision_id`` (``demo-<id>-<decision>``) makes a repeated post idempotent on the hub.
 
+* **State** ``GET <DEMO_HUB_URL>/approvals/<id>`` (``bailing.approval-state.v1``, this hub's addition,
+  docs/protocol.md "Approval state"), authenticated like a decision (the signature covers ``"<ms>."``):
+  the upstream contract never tells a business system of a decision made in the hub console, so the
+  approvals page asks for each request it still holds as pending (:func:`fetch_state`), and a 409
+  answer to a decision is explained by reading the state after it. A final state (approved, denied,
+  expired) settles the request here (:meth:`ApprovalInbox.settle_from_hub`); a hub that cannot be
+  asked is reported as such, never as "pending".
+
 Only the path of the decision endpoint comes from the webhook, and only when it is exactly
 ``/approvals/<approval_id>/decision``; the host is always ``DEMO_HUB_URL``, so a webhook can never
 make the shop send its token anywhere else.
@@ -23,6 +31,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import OrderedDict
@@ -39,6 +48,10 @@ REQUEST_KIND = "tool_approval_request"
 DECISION_KIND = "tool_approval_decision"
 DECISION_SCHEMA_VERSION = "bailing.approval-decision.v1"
 DECISIONS = ("approved", "denied")
+STATE_SCHEMA_VERSION = "bailing.approval-state.v1"
+# What the hub may answer for ``status``; the last three settle a request for good.
+HUB_STATUSES = ("pending", "approved", "denied", "expired")
+FINAL_HUB_STATUSES = frozenset({"approved", "denied", "expired"})
 APPROVER = "demo-manager"
 MAX_COMMENT_LENGTH = 1000
 # JSON numbers are doubles on the hub's side; an id beyond this could not be echoed back exactly.
@@ -149,8 +162,9 @@ def parse_comment(value: str | None) -> str | None:
 class ApprovalRecord:
     """One approval request as received, and what the shop did about it.
 
-    ``status`` stays ``pending`` until the hub accepted a decision (any 2xx); a refused or failed
-    post is kept as ``last_failure`` and the request can be decided again.
+    ``status`` stays ``pending`` until the hub accepted a decision (any 2xx), or until the hub says it
+    is decided or expired (``hub_decision``: who decided, where, when, as the hub records it); a
+    refused or failed post is kept as ``last_failure`` and the request can be decided again.
     """
 
     approval_id: int
@@ -165,6 +179,7 @@ class ApprovalRecord:
     hub_response: Any = None
     attempts: int = 0
     last_failure: dict[str, Any] | None = None
+    hub_decision: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,6 +194,7 @@ class ApprovalRecord:
             "attempts": self.attempts,
             "last_failure": dict(self.last_failure) if self.last_failure else None,
             "hub_response": self.hub_response,
+            "hub_decision": dict(self.hub_decision) if self.hub_decision else None,
             "request": json.loads(json.dumps(self.request)),
         }
 
@@ -269,14 +285,44 @@ class ApprovalInbox:
                     "at": _now(),
                 }
 
+    def settle_from_hub(self, approval_id: int, state: Mapping[str, Any]) -> bool:
+        """Record a final state the hub reported (:func:`fetch_state` checked it names this request);
+        ``False`` when there is nothing to settle (unknown, no longer pending, a post in flight, or the
+        hub still says pending)."""
+        if state.get("status") not in FINAL_HUB_STATUSES:
+            return False
+        with self._lock:
+            record = self._records.get(approval_id)
+            if record is None or record.status != "pending" or record.in_flight is not None:
+                return False
+            record.status = state["status"]
+            record.decided_at = state.get("decided_at") or _now()
+            record.decision_id = state.get("decision_id")
+            record.hub_decision = {key: state.get(key) for key in _HUB_DECISION_KEYS}
+            record.last_failure = None
+            return True
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Copies of the requests still pending here, no decision being sent, in arrival order."""
+        with self._lock:
+            return [
+                json.loads(json.dumps(r.request))
+                for r in self._records.values()
+                if r.status == "pending" and r.in_flight is None
+            ]
+
     def records(self) -> list[dict[str, Any]]:
         """Every stored request: pending ones first in arrival order, then decided ones, latest first."""
         with self._lock:
             items = list(self._records.values())
             pending = [r.to_json() for r in items if r.status == "pending"]
             decided = [r.to_json() for r in reversed(items) if r.status != "pending"]
-        decided.sort(key=lambda r: r["decided_at"], reverse=True)  # stable: ties stay latest first
+        decided.sort(key=lambda r: r["decided_at"] or "", reverse=True)  # stable: ties stay latest first
         return pending + decided
+
+
+# What the shop keeps of a state the hub reported (everything but the identifiers it checked).
+_HUB_DECISION_KEYS = ("status", "decided_by", "decided_at", "decision_source", "decision_id", "expires_at")
 
 
 # --- decisions to the hub --------------------------------------------------------------------------
@@ -334,8 +380,11 @@ def _read_json(response: Any) -> Any:
 
 
 def decision_headers(config: DemoConfig, body: bytes, *, now_ms: int | None = None) -> dict[str, str]:
-    """Authentication headers of one decision post, per ``DEMO_DECISION_AUTH``."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    """Authentication headers of one request to the hub, per ``DEMO_DECISION_AUTH`` (a bodiless GET
+    signs the empty body)."""
+    headers = {"Accept": "application/json"}
+    if body:
+        headers["Content-Type"] = "application/json"
     if config.decision_auth == "signed":
         headers.update(signing.sign_callback(secret=config.client_token, body=body, timestamp_ms=now_ms))
     else:
@@ -343,21 +392,17 @@ def decision_headers(config: DemoConfig, body: bytes, *, now_ms: int | None = No
     return headers
 
 
-def post_decision(
-    config: DemoConfig, request: Mapping[str, Any], decision: str, comment: str | None
-) -> DecisionOutcome:
-    """Send one decision to the hub and report what it answered (never raises for HTTP outcomes)."""
-    payload = decision_payload(request, decision, comment)
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def _exchange(config: DemoConfig, method: str, path: str, body: bytes, timeout: float) -> DecisionOutcome:
+    """One request to the hub; any 2xx is ``ok``. Never raises for an HTTP or network outcome."""
     # DemoConfig admits only http(s) hub URLs, and the path is built here, never taken from a webhook.
     http_request = urllib.request.Request(  # noqa: S310
-        config.hub_url + decision_path_for(request["approval_id"]),
-        data=body,
-        method="POST",
+        config.hub_url + path,
+        data=body if method == "POST" else None,
+        method=method,
         headers={**decision_headers(config, body), "User-Agent": "demo-business/1"},
     )
     try:
-        with _OPENER.open(http_request, timeout=config.hub_timeout_seconds) as response:
+        with _OPENER.open(http_request, timeout=timeout) as response:
             answer = _read_json(response)
             status = response.status
     except urllib.error.HTTPError as exc:  # any non-2xx answer, redirects included
@@ -376,3 +421,101 @@ def post_decision(
     except http.client.HTTPException:  # not an HTTP answer (bad status line, broken headers)
         return DecisionOutcome(ok=False, hub_status=None, hub_error="hub_bad_response")
     return DecisionOutcome(ok=True, hub_status=status, body=answer)
+
+
+def post_decision(
+    config: DemoConfig, request: Mapping[str, Any], decision: str, comment: str | None
+) -> DecisionOutcome:
+    """Send one decision to the hub and report what it answered (never raises for HTTP outcomes)."""
+    payload = decision_payload(request, decision, comment)
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _exchange(
+        config, "POST", decision_path_for(request["approval_id"]), body, config.hub_timeout_seconds
+    )
+
+
+# --- the hub's view of an approval ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HubState:
+    """What the hub said about one approval: ``state`` (a checked ``bailing.approval-state.v1``
+    document) or ``error`` (``hub_unreachable``, ``hub_timeout``, ``hub_bad_response``,
+    ``hub_refused`` with ``hub_status``, ``state_mismatch``, ``not_checked``, ``hub_not_configured``)."""
+
+    state: dict[str, Any] | None = None
+    error: str | None = None
+    hub_status: int | None = None
+
+    @property
+    def unreachable(self) -> bool:
+        """The hub gave no HTTP answer at all: asking it about the next approval would not help."""
+        return self.error in ("hub_unreachable", "hub_timeout", "hub_bad_response")
+
+
+def state_path_for(approval_id: int) -> str:
+    return f"/approvals/{approval_id}"
+
+
+def _checked_state(answer: Any, request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The state document if it is one and names exactly the stored request, else None."""
+    if not isinstance(answer, dict) or answer.get("schema_version") != STATE_SCHEMA_VERSION:
+        return None
+    if answer.get("approval_id") != request["approval_id"] or answer.get("status") not in HUB_STATUSES:
+        return None
+    if any(answer.get(key) != request[key] for key in ("job_id", "request_id", "args_hash")):
+        return None
+    for key in _HUB_DECISION_KEYS[1:]:
+        value = answer.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > 200):
+            return None
+    return {key: answer.get(key) for key in ("approval_id", *_HUB_DECISION_KEYS)}
+
+
+def fetch_state(config: DemoConfig, request: Mapping[str, Any], *, timeout: float) -> HubState:
+    """Ask the hub where the stored ``request`` stands (``GET /approvals/<id>``, bounded by
+    ``timeout``); an answer that is not the state of exactly this request is ``state_mismatch``."""
+    if not config.hub_url or not config.client_token:
+        return HubState(error="hub_not_configured")
+    outcome = _exchange(config, "GET", state_path_for(request["approval_id"]), b"", timeout)
+    if not outcome.ok:
+        if outcome.hub_status is None:
+            return HubState(error=outcome.hub_error or "hub_unreachable")
+        return HubState(error="hub_refused", hub_status=outcome.hub_status)
+    state = _checked_state(outcome.body, request)
+    if state is None:
+        return HubState(error="state_mismatch", hub_status=outcome.hub_status)
+    return HubState(state=state, hub_status=outcome.hub_status)
+
+
+def refresh_from_hub(
+    config: DemoConfig,
+    inbox: ApprovalInbox,
+    *,
+    budget_seconds: float,
+    clock: Any = time.monotonic,
+) -> dict[int, HubState]:
+    """Ask the hub about every request still pending here; settle the decided ones; return what the
+    hub said of the others, by approval id (a pending state or why the hub could not tell).
+
+    One request after the other, each bounded by ``config.hub_state_timeout_seconds`` and all by
+    ``budget_seconds``: once the hub gave no answer, or the budget is spent, the rest are
+    ``not_checked``/unreachable without asking, so a hub that is down costs the page one timeout."""
+    checks: dict[int, HubState] = {}
+    deadline = clock() + budget_seconds
+    gave_up: HubState | None = None
+    for request in inbox.pending():
+        approval_id = request["approval_id"]
+        remaining = deadline - clock()
+        if gave_up is None and remaining <= 0:
+            gave_up = HubState(error="not_checked")
+        if gave_up is not None:
+            checks[approval_id] = gave_up
+            continue
+        result = fetch_state(config, request, timeout=min(config.hub_state_timeout_seconds, remaining))
+        if result.state is not None and inbox.settle_from_hub(approval_id, result.state):
+            continue
+        checks[approval_id] = result
+        if result.unreachable or result.error == "hub_not_configured":
+            gave_up = result
+    return checks

@@ -7,8 +7,9 @@ Environment variables (all read once at start):
     verified with it.
 ``DEMO_HUB_URL`` (optional)
     Base URL of the hub (``http(s)://host[:port]``), where approval decisions are posted
-    (``<DEMO_HUB_URL>/approvals/<id>/decision``). Without it the approvals page still lists
-    requests, but Approve / Deny answer 503 ``hub_not_configured``.
+    (``<DEMO_HUB_URL>/approvals/<id>/decision``) and approval states read (``GET
+    <DEMO_HUB_URL>/approvals/<id>``). Without it the approvals page still lists requests, but cannot
+    tell where they stand in the hub, and Approve / Deny answer 503 ``hub_not_configured``.
 ``DEMO_CLIENT_TOKEN`` (optional)
     Plaintext Client Token of the hub's agent client (``demo-agent``). The hub signs approval
     webhooks (``POST /approvals``) with it, and the shop authenticates its decisions with it.
@@ -61,6 +62,11 @@ class DemoConfig:
     max_approval_records: int = 500
     # One decision post to the hub; the contract's own webhook timeout is the same 10 s.
     hub_timeout_seconds: float = 10.0
+    # The approvals page asks the hub where each pending request stands (GET /approvals/<id>): each
+    # question within this, and all of one page's within the budget, so a slow or absent hub delays
+    # the page by seconds, not by minutes (what was not asked is shown as not checked).
+    hub_state_timeout_seconds: float = 3.0
+    hub_state_budget_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         if not self.tool_secret:

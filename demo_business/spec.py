@@ -102,7 +102,8 @@ LIST_ORDERS = {
         "guidance": {
             "when_to_use": (
                 "The customer asks about their orders in general, wants to find an order without "
-                "knowing its id, or asks which orders are shipped, delivered or awaiting payment."
+                "knowing its id, or asks which orders are processing, shipped, delivered or awaiting "
+                "payment."
             ),
             "returns": "A list of orders: order_id, item, amount, currency, status, refunded_amount.",
             "examples": [{"status": "shipped"}],
@@ -213,12 +214,12 @@ CANCEL_ORDER = {
     "operationId": "cancel_order",
     "summary": "Cancel an order that has not shipped",
     "description": (
-        "Cancels one of the customer's orders immediately. Only orders awaiting payment or paid but "
-        "not yet shipped can be cancelled; shipped or delivered orders need a refund instead. "
-        "Irreversible, so every call needs human approval."
+        "Cancels one of the customer's orders immediately. Only orders that have not shipped yet "
+        "(awaiting payment, paid or processing) can be cancelled; a delivered order is refunded "
+        "instead. Irreversible, so every call needs human approval."
     ),
     "tags": ["orders"],
-    "parameters": [_order_id_parameter("Id of the order to cancel, e.g. SO-1003.")],
+    "parameters": [_order_id_parameter("Id of the order to cancel, e.g. SO-1005.")],
     "requestBody": _json_body(
         {
             "reason": {
@@ -264,8 +265,9 @@ REQUEST_REFUND = {
     "operationId": "request_refund",
     "summary": "Submit a refund request for an order",
     "description": (
-        "Files a refund request for part or all of a paid, shipped or delivered order. The amount may "
-        "not exceed what is left to refund. Refunds above 500 need human approval first."
+        "Files a refund request for part or all of a delivered order (one that has not shipped is "
+        "cancelled instead). The amount may not exceed what is left to refund. Refunds above 500 "
+        "need human approval first."
     ),
     "tags": ["refunds"],
     "parameters": [_order_id_parameter("Id of the order to refund, e.g. SO-1002.")],
@@ -313,7 +315,7 @@ REQUEST_REFUND = {
         "outcome": {"result": "A refund request id with status submitted.", "side_effect": "write"},
         "guidance": {
             "when_to_use": (
-                "The customer asks for money back on an order that was paid. Confirm the amount with "
+                "The customer asks for money back on a delivered order. Confirm the amount with "
                 "the customer; never refund more than they asked for."
             ),
             "returns": "ok, status (submitted), business_id (the refund id) and the refund record.",

@@ -17,9 +17,13 @@ from typing import Any
 
 from demo_business.errors import DemoError
 
-ORDER_STATUSES = ("pending_payment", "paid", "shipped", "delivered", "cancelled")
-CANCELLABLE_STATUSES = frozenset({"pending_payment", "paid"})
-REFUNDABLE_STATUSES = frozenset({"paid", "shipped", "delivered"})
+# An order's life: pending_payment -> paid -> processing (picked and packed) -> shipped -> delivered,
+# or cancelled before it ships. The two rules below are the shop's handbook
+# (examples/demo-knowledge/cancellations.md, refunds.md), which the demo agent reads: an order is
+# cancelled until it ships, and refunded once it is delivered, never both.
+ORDER_STATUSES = ("pending_payment", "paid", "processing", "shipped", "delivered", "cancelled")
+CANCELLABLE_STATUSES = frozenset({"pending_payment", "paid", "processing"})
+REFUNDABLE_STATUSES = frozenset({"delivered"})
 
 USERS: dict[str, str] = {"alice": "Alice Martin", "bob": "Bob Chen"}
 
@@ -40,11 +44,13 @@ _SEED_ORDERS = (
         "Espresso machine with milk frother",
         89900,
         "USD",
-        "shipped",
+        "delivered",
         "2026-05-20T16:41:00Z",
     ),
     ("SO-1003", "alice", "Trail running shoes, size 39", 12990, "USD", "paid", "2026-06-01T08:03:00Z"),
     ("SO-1004", "alice", "Cork yoga mat", 3500, "USD", "pending_payment", "2026-06-03T19:27:00Z"),
+    ("SO-1005", "alice", "Oak bookshelf, five shelves", 24900, "USD", "processing", "2026-06-04T10:12:00Z"),
+    ("SO-1006", "alice", "Bluetooth speaker", 7900, "USD", "shipped", "2026-06-02T15:48:00Z"),
     ("SO-2001", "bob", "Mechanical keyboard (brown switches)", 15900, "USD", "paid", "2026-05-11T11:30:00Z"),
     ("SO-2002", "bob", "27-inch 4K monitor", 64900, "USD", "delivered", "2026-04-28T13:05:00Z"),
     ("SO-2003", "bob", "USB-C docking hub", 4999, "USD", "cancelled", "2026-05-30T07:52:00Z"),
@@ -211,7 +217,8 @@ class DemoStore:
                 raise DemoError(
                     409,
                     "order_not_cancellable",
-                    "Only unpaid or paid orders that have not shipped can be cancelled.",
+                    "Only orders that have not shipped (awaiting payment, paid or processing) can be "
+                    "cancelled.",
                     order_status=order.status,
                 )
             order.status = "cancelled"
@@ -224,7 +231,7 @@ class DemoStore:
                 raise DemoError(
                     409,
                     "order_not_refundable",
-                    "Refunds are possible only for paid, shipped or delivered orders.",
+                    "Refunds are possible only for delivered orders; cancel an order that has not shipped.",
                     order_status=order.status,
                 )
             remaining = order.amount_cents - order.refunded_cents

@@ -2,8 +2,9 @@
 
 from django.urls import path
 
-from approvals.api.views import ApprovalDecisionApi
+from approvals.api.views import ApprovalDecisionApi, ApprovalStateApi
 
 urlpatterns = [
+    path("<segment:approval_id>", ApprovalStateApi.as_view(), name="approval-state"),
     path("<segment:approval_id>/decision", ApprovalDecisionApi.as_view(), name="approval-decision"),
 ]

@@ -1,15 +1,19 @@
-"""``POST /approvals/:id/decision``: a business approval system decides (``bailing.approval-decision.v1``).
+"""The business approval endpoints: ``POST /approvals/:id/decision``, where a business approval system
+decides (``bailing.approval-decision.v1``), and ``GET /approvals/:id``, where it reads where the
+approval stands (``bailing.approval-state.v1``, this hub's addition: it learns of a decision made in
+the hub console, which the upstream contract never tells it).
 
-Authentication, either of:
+Authentication of both, either of:
 
 * ``Authorization: Bearer <Client Token>`` of the client that owns the invocation (its agent client);
 * ``X-Bailing-Timestamp`` (milliseconds) + ``X-Bailing-Signature: sha256=HMAC(client token, "<ms>.<raw
-  body>")`` within 300 s, keyed by that same client's token.
+  body>")`` within 300 s, keyed by that same client's token (a GET has no body: ``"<ms>."``).
 
-The body (at most 64 KiB) must name the approval it decides and match its frozen call exactly
+The decision's body (at most 64 KiB) must name the approval it decides and match its frozen call exactly
 (``approval_id``, ``job_id``, ``request_id``, ``args_hash``); see docs/protocol.md "Decisions".
 Answers ``200 {ok, id, status, decision_id, idempotent, rerun}``; 400, 401, 404 and 409 in the flat
-JSON envelope like every business endpoint.
+JSON envelope like every business endpoint. The state read answers ``200`` with the selector's
+document (:func:`approvals.selectors.approval_state_get`), 401 and 404 likewise.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runtime.api.authentication import ClientTokenAuthentication
-from agent_runtime.models import ToolApproval
 from agent_runtime.services.clients import client_token_plaintext
 from approvals.budgets import DECISION_BODY_MAX_BYTES, DECISION_COMMENT_MAX_CHARS
+from approvals.selectors import approval_owner_client, approval_state_get
 from approvals.services.decisions import approval_decide
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import InvalidRequest, NotFound, Unauthorized
@@ -87,10 +91,8 @@ class ApprovalDecisionApi(APIView):
     body_max_bytes = DECISION_BODY_MAX_BYTES
 
     def post(self, request, approval_id: str):
-        if not _APPROVAL_ID_RE.fullmatch(approval_id):
-            raise NotFound("Unknown approval.")
-        pk = int(approval_id)
-        client, auth = self._authenticate(request, pk)
+        pk = _approval_pk(approval_id)
+        client, auth = business_authenticate(request, pk)
         data = validate_strict(DecisionInput, request.data)
         if data["approval_id"] != pk:
             raise InvalidRequest("approval_id does not match the path.", field="approval_id")
@@ -114,22 +116,51 @@ class ApprovalDecisionApi(APIView):
         )
         return Response(outcome.body())
 
-    def _authenticate(self, request, pk: int):
-        """The owning client, by its Client Token or by a signature made with it."""
-        if bearer_token(request) is not None:
-            result = ClientTokenAuthentication().authenticate(request)
-            return result[1], "client_token"
-        if request.META.get("HTTP_" + SIGNATURE_HEADER.upper().replace("-", "_")) is None:
-            raise Unauthorized()
-        approval = ToolApproval.objects.select_related("invocation__client").filter(pk=pk).first()
-        if approval is None:
+
+class ApprovalStateApi(APIView):
+    """``GET /approvals/:id``: where one of the caller's approvals stands."""
+
+    authentication_classes: list = []
+
+    def initial(self, request, *args, **kwargs):
+        # A path that cannot name an approval is an unknown path, whatever the method (404, not 405).
+        _approval_pk(kwargs["approval_id"])
+        super().initial(request, *args, **kwargs)
+
+    def get(self, request, approval_id: str):
+        pk = _approval_pk(approval_id)
+        client, _ = business_authenticate(request, pk, signs_body=False)
+        state = approval_state_get(approval_id=pk, client_id=client.pk)
+        if state is None:
             raise NotFound("Unknown approval.")
-        client = approval.invocation.client
-        token = client_token_plaintext(client) if client.enabled else None
-        body = _raw_body(request)
-        if token is None or not verify_callback(secret=token, headers=request.headers, body=body):
-            raise Unauthorized()
-        return client, "signed"
+        return Response(state)
+
+
+def _approval_pk(approval_id: str) -> int:
+    if not _APPROVAL_ID_RE.fullmatch(approval_id):
+        raise NotFound("Unknown approval.")
+    return int(approval_id)
+
+
+def business_authenticate(request, pk: int, *, signs_body: bool = True):
+    """The business client calling about approval ``pk``: by its Client Token (any enabled client;
+    the caller then looks the approval up among that client's own), or by a callback signature made
+    with the token of the client owning the approval, over the raw body (``signs_body``) or over
+    nothing (a GET). Returns ``(client, auth)``. The body is read only on the signed path, after the
+    headers said a signature is there, so a bearer request is authenticated before it is parsed."""
+    if bearer_token(request) is not None:
+        result = ClientTokenAuthentication().authenticate(request)
+        return result[1], "client_token"
+    if request.META.get("HTTP_" + SIGNATURE_HEADER.upper().replace("-", "_")) is None:
+        raise Unauthorized()
+    client = approval_owner_client(approval_id=pk)
+    if client is None:
+        raise NotFound("Unknown approval.")
+    token = client_token_plaintext(client) if client.enabled else None
+    body = _raw_body(request) if signs_body else b""
+    if token is None or not verify_callback(secret=token, headers=request.headers, body=body):
+        raise Unauthorized()
+    return client, "signed"
 
 
 def _raw_body(request) -> bytes:

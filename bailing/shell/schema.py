@@ -1,7 +1,7 @@
 """The OpenAPI document's composition (drf-spectacular hooks; docs/api.md "API reference").
 
 What is in it: Agent Auth v1, Agent API v1 (the knowledge protocol included), the knowledge push API
-and the business approval decision. Not in it: the console (HTML), ``/oauth/*`` and the
+and the business approval decision and state read. Not in it: the console (HTML), ``/oauth/*`` and the
 ``.well-known`` metadata (standard OAuth 2.1 / RFC 8414 / RFC 9728 surfaces with their own error
 format, described by their RFCs and docs/protocol.md), and ``/mcp/<route>`` (JSON-RPC, described by
 the MCP specification).
@@ -119,6 +119,7 @@ OPERATION_ERRORS: dict[tuple[str, str], tuple[str, ...]] = {
     ("put", "/kb/{kb_id}/docs/{source_key}"): ("forbidden", "not_found", "rate_limited"),
     ("delete", "/kb/{kb_id}/docs/{source_key}"): ("forbidden", "not_found", "rate_limited"),
     ("post", "/approvals/{approval_id}/decision"): ("not_found", "forbidden", "approval_conflict"),
+    ("get", "/approvals/{approval_id}"): ("not_found",),
 }
 
 # Operations authenticated by nothing but their body (the sign-in start and the code exchange).
@@ -250,7 +251,7 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
         "clientToken": {
             "type": "http",
             "scheme": "bearer",
-            "description": "A business client's Client Token (approval decisions may sign the body instead).",
+            "description": "A business client's Client Token (or its signature, on the approval endpoints).",
         },
     }
     for path, item in result.get("paths", {}).items():

@@ -1,8 +1,9 @@
 """Approvals in the Demo Shop, over real HTTP: the hub's webhook in, the approver's page, decisions out.
 
-A small stdlib HTTP server plays the hub's decision endpoint (``POST /approvals/<id>/decision``)
-and records what the shop sends. The shop process and that hub are shared by the module, so each
-test uses its own approval ids.
+A small stdlib HTTP server plays the hub's decision endpoint (``POST /approvals/<id>/decision``) and
+its state read (``GET /approvals/<id>``: pending unless a test says otherwise) and records what the
+shop sends (tests/demo_business/test_hub_state.py runs the shop against the real hub). The shop
+process and that hub are shared by the module, so each test uses its own approval ids.
 """
 
 import contextlib
@@ -38,13 +39,34 @@ _ids = itertools.count(100)
 # --- a hub that answers decisions -----------------------------------------------------------------
 
 
+def hub_state(approval_id, status="pending", **fields):
+    """A ``bailing.approval-state.v1`` answer for a request made by :func:`approval_request`."""
+    decided = status in ("approved", "denied")
+    return {
+        "schema_version": "bailing.approval-state.v1",
+        "approval_id": approval_id,
+        "job_id": f"job-{approval_id}",
+        "request_id": f"req-{approval_id}",
+        "args_hash": f"{approval_id:064x}",
+        "status": status,
+        "decided_by": "manager" if decided else None,
+        "decided_at": "2026-06-05T09:30:00.000Z" if decided else None,
+        "decision_source": "console" if decided else None,
+        "decision_id": f"console:{approval_id}:{status}" if decided else None,
+        "expires_at": None,
+        **fields,
+    }
+
+
 class FakeHub:
-    """Records every request; answers each approval id from a queue of ``(status, body, headers)``."""
+    """Records every request; answers each approval id's decisions from a queue of ``(status, body,
+    headers)`` and its state reads from :meth:`state` (default: pending)."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.requests = []
         self.responses = {}
+        self.states = {}
         self.server = _HubServer(("127.0.0.1", 0), _HubHandler)
         self.server.hub = self
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -55,11 +77,28 @@ class FakeHub:
         with self.lock:
             self.responses[approval_id] = list(responses)
 
+    def state(self, approval_id, status=200, body=None):
+        """Answer ``GET /approvals/<approval_id>`` with ``status`` and ``body``."""
+        with self.lock:
+            self.states[approval_id] = (status, body)
+
     def requests_for(self, approval_id):
         with self.lock:
             return [r for r in self.requests if r["path"] == f"/approvals/{approval_id}/decision"]
 
-    def next_response(self, path, body):
+    def state_reads(self, approval_id):
+        with self.lock:
+            return [
+                r for r in self.requests if r["method"] == "GET" and r["path"] == f"/approvals/{approval_id}"
+            ]
+
+    def next_response(self, method, path, body):
+        if method == "GET":
+            parts = path.split("/")
+            approval_id = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else 0
+            with self.lock:
+                status, answer = self.states.get(approval_id, (200, None))
+            return status, answer if answer is not None else hub_state(approval_id), {}
         parts = path.split("/")
         approval_id = int(parts[2]) if len(parts) == 4 and parts[2].isdigit() else None
         with self.lock:
@@ -100,7 +139,7 @@ class _HubHandler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         with hub.lock:
             hub.requests.append({"method": self.command, "path": self.path, "headers": headers, "body": body})
-        status, answer, headers = hub.next_response(self.path, body)
+        status, answer, headers = hub.next_response(self.command, self.path, body)
         payload = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -858,3 +897,151 @@ def test_broken_hub_answers_are_failures_or_successes_by_status(answer, code):
         assert response.headers["content-type"] == "text/html; charset=utf-8"
         assert (record["status"], record["last_failure"]["hub_error"]) == ("pending", code)
         assert record["in_flight"] is None
+
+
+# --- where the hub says an approval stands (GET /approvals/<id>) --------------------------------------
+
+
+def card_of(page, approval_id):
+    start = page.index(f'id="approval-{approval_id}"')
+    return page[start : page.index("</article>", start)]
+
+
+def closed_port_url():
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    return f"http://127.0.0.1:{port}"
+
+
+def test_a_decision_made_in_the_hub_console_shows_as_decided(shop, hub):
+    approval_id = delivered(shop)["approval_id"]
+    hub.state(approval_id, 200, hub_state(approval_id, "approved"))
+    page = shop.client.get(shop.url("/approvals")).text
+    card = card_of(page, approval_id)
+    assert "<form" not in card
+    assert "status-approved" in card
+    assert "Not decided here: Approved by manager in the hub console at 2026-06-05T09:30:00.000Z" in card
+    assert f"console:{approval_id}:approved" in card
+    (read,) = hub.state_reads(approval_id)
+    assert read["headers"]["authorization"] == f"Bearer {TOKEN}"
+    assert hub.requests_for(approval_id) == []  # nothing was decided from the shop
+    record = stored(shop)[approval_id]
+    assert (record["status"], record["decision_id"]) == ("approved", f"console:{approval_id}:approved")
+    assert record["hub_decision"]["decided_by"] == "manager"
+    # Settled: the next page asks the hub nothing more about it, and it is no longer counted pending.
+    again = shop.client.get(shop.url("/approvals")).text
+    assert len(hub.state_reads(approval_id)) == 1
+    pending = sum(1 for r in stored(shop).values() if r["status"] == "pending")
+    assert f"{pending} pending." in again
+
+
+def test_denied_by_the_business_endpoint_and_expired_show_where_and_when(shop, hub):
+    denied = delivered(shop)["approval_id"]
+    hub.state(denied, 200, hub_state(denied, "denied", decided_by="ops-7", decision_source="business"))
+    expired = delivered(shop)["approval_id"]
+    hub.state(expired, 200, hub_state(expired, "expired", expires_at="2026-06-06T00:00:00.000Z"))
+    page = shop.client.get(shop.url("/approvals")).text
+    assert "Denied by ops-7 through the hub&#x27;s business decision endpoint" in card_of(page, denied)
+    expired_card = card_of(page, expired)
+    assert "Expired in the hub before anyone decided (it expired at 2026-06-06T00:00:00.000Z)" in expired_card
+    assert "<form" not in expired_card and "status-expired" in expired_card
+
+
+def test_a_409_from_the_hub_is_reported_as_the_decision_the_hub_holds(shop, hub):
+    approval_id = delivered(shop)["approval_id"]
+    hub.answer(approval_id, (409, {"error": "approval_conflict", "message": "decided"}, {}))
+    hub.state(approval_id, 200, hub_state(approval_id, "approved"))
+    response = decide(shop, approval_id, "deny")
+    assert response.status_code == 409
+    alert = response.text.split('role="alert">', 1)[1].split("</p>", 1)[0]
+    assert alert == (
+        f"Approval #{approval_id} was already decided in the hub: approved by manager in the hub console "
+        "at 2026-06-05T09:30:00.000Z. The shop&#x27;s deny was not applied."
+    )
+    assert "still pending" not in response.text
+    card = card_of(response.text, approval_id)
+    assert "<form" not in card and "The shop recorded no decision" not in card
+    record = stored(shop)[approval_id]
+    assert (record["status"], record["last_failure"], record["attempts"]) == ("approved", None, 1)
+
+
+def test_a_409_whose_state_cannot_be_read_says_so(shop, hub):
+    approval_id = delivered(shop)["approval_id"]
+    hub.answer(approval_id, (409, {"error": "approval_conflict", "message": "decided"}, {}))
+    hub.state(approval_id, 503, {"error": "service_unavailable", "message": "down"})
+    response = decide(shop, approval_id, "approve")
+    assert response.status_code == 502
+    assert "HTTP 409 (approval_conflict)" in response.text
+    assert (
+        "holds another decision, which could not be read: the hub refused to say (HTTP 503)" in response.text
+    )
+    assert "The request is still pending" not in response.text
+    card = card_of(response.text, approval_id)
+    assert "state unknown" in card and "It may already be decided there" in card
+    assert stored(shop)[approval_id]["status"] == "pending"
+
+
+def test_a_state_for_another_call_is_not_believed(shop, hub):
+    approval_id = delivered(shop)["approval_id"]
+    hub.state(approval_id, 200, hub_state(approval_id, "approved", args_hash="f" * 64))
+    card = card_of(shop.client.get(shop.url("/approvals")).text, approval_id)
+    assert "the hub&#x27;s answer names another call" in card
+    assert f'action="/approvals/{approval_id}/approve"' in card
+    assert stored(shop)[approval_id]["status"] == "pending"
+
+
+def test_a_pending_state_is_shown_as_pending_in_the_hub_too(shop, hub):
+    approval_id = delivered(shop)["approval_id"]
+    card = card_of(shop.client.get(shop.url("/approvals")).text, approval_id)
+    assert "Pending in the hub too" in card and "status-pending" in card
+    assert f'action="/approvals/{approval_id}/deny"' in card
+
+
+def test_an_unreachable_hub_is_shown_as_unreachable_not_as_pending():
+    env = {"DEMO_CLIENT_TOKEN": TOKEN, "DEMO_HUB_URL": closed_port_url()}
+    with running_demo_business(extra_env=env) as business:
+        first = delivered(business)["approval_id"]
+        second = delivered(business)["approval_id"]
+        page = business.client.get(business.url("/approvals")).text
+    assert "0 pending, 2 whose state is not known: hub unreachable." in page
+    for approval_id in (first, second):
+        card = card_of(page, approval_id)
+        assert "state unknown" in card and "status-pending" not in card
+        assert "is not known: hub unreachable. It may already be decided there." in card
+
+
+def test_a_hub_that_never_answers_costs_the_page_one_timeout():
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts connections (the backlog), never answers
+    try:
+        env = {"DEMO_CLIENT_TOKEN": TOKEN, "DEMO_HUB_URL": f"http://127.0.0.1:{silent.getsockname()[1]}"}
+        with running_demo_business(extra_env=env) as business:
+            for _ in range(3):
+                delivered(business)
+            started = time.monotonic()
+            page = business.client.get(business.url("/approvals")).text
+            elapsed = time.monotonic() - started
+    finally:
+        silent.close()
+    assert "0 pending, 3 whose state is not known: hub unreachable (no answer in time)." in page
+    # One question timed out (3 s); the other two were not asked. Generous: the machine is shared.
+    assert elapsed < 8, elapsed
+
+
+def test_signed_state_reads(hub):
+    env = {"DEMO_CLIENT_TOKEN": TOKEN, "DEMO_HUB_URL": hub.url, "DEMO_DECISION_AUTH": "signed"}
+    with running_demo_business(extra_env=env) as business:
+        approval_id = delivered(business)["approval_id"]
+        assert business.client.get(business.url("/approvals")).status_code == 200
+    (read,) = hub.state_reads(approval_id)
+    assert "authorization" not in read["headers"] and read["body"] == b""
+    assert signing.verify_callback(secret=TOKEN, headers=read["headers"], body=b"")
+
+
+def test_without_a_hub_url_the_page_says_the_state_is_not_known(hub):
+    with running_demo_business(extra_env={"DEMO_CLIENT_TOKEN": TOKEN, "DEMO_HUB_URL": ""}) as business:
+        approval_id = delivered(business)["approval_id"]
+        page = business.client.get(business.url("/approvals")).text
+    assert "the hub is not configured here" in card_of(page, approval_id)
+    assert hub.state_reads(approval_id) == []

@@ -7,9 +7,13 @@ write uses a fresh idempotency key.
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
+from demo_business.store import CANCELLABLE_STATUSES, ORDER_STATUSES, REFUNDABLE_STATUSES
+
+HANDBOOK = Path(__file__).resolve().parents[2] / "examples" / "demo-knowledge"
 PROBE_SUBJECT = "__bailing_authz_probe__:nobody"
 
 
@@ -137,9 +141,16 @@ def test_the_authz_probe_is_post_only(demo_shop):
 def test_list_orders_returns_only_the_callers_orders(demo_shop):
     alice = demo_shop.call("GET", "/orders", on_behalf_of="alice").json()
     bob = demo_shop.call("GET", "/orders", on_behalf_of="bob").json()
-    assert {o["order_id"] for o in alice["orders"]} == {"SO-1001", "SO-1002", "SO-1003", "SO-1004"}
+    assert {o["order_id"] for o in alice["orders"]} == {
+        "SO-1001",
+        "SO-1002",
+        "SO-1003",
+        "SO-1004",
+        "SO-1005",
+        "SO-1006",
+    }
     assert {o["order_id"] for o in bob["orders"]} == {"SO-2001", "SO-2002", "SO-2003"}
-    assert alice["ok"] is True and alice["count"] == 4
+    assert alice["ok"] is True and alice["count"] == 6
     order = next(o for o in alice["orders"] if o["order_id"] == "SO-1001")
     assert order["item"] == "Wireless noise-cancelling headphones"
     assert (order["amount"], order["currency"]) == (199.0, "USD")
@@ -149,8 +160,18 @@ def test_list_orders_returns_only_the_callers_orders(demo_shop):
 def test_list_orders_filters_by_status(demo_shop):
     response = demo_shop.call("GET", "/orders?status=delivered", on_behalf_of="alice")
     assert response.status_code == 200
-    assert [o["order_id"] for o in response.json()["orders"]] == ["SO-1001"]
+    assert [o["order_id"] for o in response.json()["orders"]] == ["SO-1001", "SO-1002"]
     assert response.headers["cache-control"] == "no-store"
+    processing = demo_shop.call("GET", "/orders?status=processing", on_behalf_of="alice").json()
+    assert [o["order_id"] for o in processing["orders"]] == ["SO-1005"]
+
+
+def test_alice_has_an_order_in_every_state_of_its_life(demo_shop):
+    # The walk-through refunds SO-1002 (delivered) and cancels SO-1005 (processing).
+    alice = demo_shop.call("GET", "/orders", on_behalf_of="alice").json()["orders"]
+    by_id = {o["order_id"]: o["status"] for o in alice}
+    assert set(by_id.values()) == set(ORDER_STATUSES) - {"cancelled"}
+    assert (by_id["SO-1002"], by_id["SO-1005"]) == ("delivered", "processing")
 
 
 @pytest.mark.parametrize(
@@ -423,6 +444,54 @@ def test_cannot_cancel_someone_elses_order(demo_shop):
     assert demo_shop.call("GET", "/orders/SO-1004", on_behalf_of="alice").json()["order"]["status"] == (
         "pending_payment"
     )
+
+
+def test_cancel_and_refund_follow_the_shops_handbook(demo_shop):
+    """The rules the demo knowledge tells the agent (examples/demo-knowledge/) are the shop's rules:
+    cancelled until it ships, refunded once delivered, never the other way round."""
+    cancellations = (HANDBOOK / "cancellations.md").read_text(encoding="utf-8")
+    refunds = (HANDBOOK / "refunds.md").read_text(encoding="utf-8")
+    assert "An order can be cancelled while it is `processing`." in cancellations
+    assert "Shipped orders cannot be cancelled" in cancellations
+    assert "The order must be in the status\n`delivered`" in refunds
+    assert "orders that are still `processing` are cancelled instead of refunded" in refunds
+    assert "processing" in CANCELLABLE_STATUSES and "shipped" not in CANCELLABLE_STATUSES
+    assert set(REFUNDABLE_STATUSES) == {"delivered"}
+
+    def refund(order_id):
+        return demo_shop.call(
+            "POST",
+            f"/orders/{order_id}/refunds",
+            json_body={"amount": 1, "reason": "x"},
+            on_behalf_of="alice",
+            idempotency_key=new_key(),
+        )
+
+    def cancel(order_id):
+        return demo_shop.call(
+            "POST", f"/orders/{order_id}/cancel", on_behalf_of="alice", idempotency_key=new_key()
+        )
+
+    for order_id, status in (
+        ("SO-1005", "processing"),
+        ("SO-1006", "shipped"),
+        ("SO-1004", "pending_payment"),
+    ):
+        refused = refund(order_id)
+        assert (refused.status_code, error_of(refused), refused.json()["order_status"]) == (
+            409,
+            "order_not_refundable",
+            status,
+        )
+    for order_id, status in (("SO-1006", "shipped"), ("SO-1002", "delivered")):
+        refused = cancel(order_id)
+        assert (refused.status_code, error_of(refused), refused.json()["order_status"]) == (
+            409,
+            "order_not_cancellable",
+            status,
+        )
+    accepted = cancel("SO-1005")
+    assert (accepted.status_code, accepted.json()["order"]["status"]) == (200, "cancelled")
 
 
 # --- request_refund -------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ SUBJECT = "alice"  # a customer of the Demo Shop
 INVOKE_PATH = "/agent-api/v1/tool-invocations"
 READ = ("list_orders", {"status": "shipped"})
 WRITE_TOOL = "request_refund"
-# SO-1002 (899.00, shipped) takes 89,900 refunds of 0.01 before it is fully refunded.
+# SO-1002 (899.00, delivered) takes 89,900 refunds of 0.01 before it is fully refunded.
 WRITE_ARGUMENTS = {"order_id": "SO-1002", "amount": 0.01, "reason": "benchmark"}
 LISTENING_PREFIX = "demo business system listening on "
 

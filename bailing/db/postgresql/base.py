@@ -18,8 +18,12 @@ import select
 from django.db.backends.postgresql import base
 from psycopg.pq import TransactionStatus
 
+from bailing.db.postgresql.creation import DatabaseCreation
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    creation_class = DatabaseCreation
+
     def is_usable(self) -> bool:
         conn = self.connection
         if conn is None or conn.closed or conn.broken:

@@ -17,7 +17,7 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.config import route_effective
 from agent_runtime.console.conversations import activity_cells, conversation_cells
-from agent_runtime.console.providers import RISK_TONES, approval_summary
+from agent_runtime.console.providers import RISK_TONES, offered_tool_approval
 from agent_runtime.console.sessions import session_table
 from agent_runtime.models import Route
 from agent_runtime.ports import workspace_sections
@@ -108,9 +108,7 @@ def offered_tools_table(catalog: Catalog, effective: dict) -> tables.Table:
     for tool in catalog.tools:
         row = stored.get(tool.tool_id, {})
         risk = str(tool.projection.get("risk") or "")
-        approval = approval_summary(risk=risk, approval=row.get("approval_declared") or {})
-        if tool.forced_approval:
-            approval = "always (forced by this workspace)"
+        approval = offered_tool_approval(tool, approval_declared=row.get("approval_declared"))
         table.rows.append(
             [
                 tables.Cell(

@@ -160,7 +160,9 @@ def test_an_empty_conversation_list_says_how_one_appears(hub_server, auditor, br
 
     hint = page.get_by_role("region", name="No conversations yet")
     assert "POST /agent-api/v1/workspaces/<workspace>/turns" in hint.inner_text()
-    assert "python -m agent_client turn" in hint.inner_text()
+    assert 'python -m agent_client turn --tokens FILE --workspace <workspace> "the user\'s message"' in (
+        hint.inner_text()
+    )
     assert page.locator("table.data").count() == 0
     screenshot(page, "conversations-empty")
 

@@ -67,6 +67,8 @@ elif not SECRET_KEY:
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# A refused console form is the console's own 403 page, with a way back.
+CSRF_FAILURE_VIEW = "bailing.shell.errors.csrf_failure"
 # Public base URL of the hub, used to build links handed to agents (consent page, console).
 BAILING_PUBLIC_URL = env.str("BAILING_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 

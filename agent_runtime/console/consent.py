@@ -1,7 +1,11 @@
 """The hub's own consent page for agent sign-in (clients with ``hub_consent``).
 
 The signed-in hub user approves an agent to act on their own behalf: the principal is that user and
-their roles, never something the page lets them type. Approve and deny both end in a redirect to the
+their roles, never something the page lets them type. Before deciding, the page says what the agent
+will be able to do in each workspace it asks for (:func:`workspace_grants`): the knowledge bases it
+reads, the business tools it may call (reads and writes) and which calls wait for a human approval,
+all read from the route-level catalog the agent itself is served, so the page cannot promise less
+than the agent gets. Approve and deny both end in a redirect to the
 agent's loopback URI (or, for a standard MCP sign-in, the OAuth client's registered redirect) that the
 service generated; that is the only place this page ever navigates. A denied MCP sign-in goes back
 only to a redirect the hub trusts (``error_redirect_trusted``); otherwise the page says so itself.
@@ -9,6 +13,7 @@ only to a redirect the hub trusts (``error_redirect_trusted``); otherwise the pa
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from django.http import HttpResponseRedirect
@@ -17,9 +22,11 @@ from django.utils import timezone
 from django.views import View
 
 from agent_runtime.console.forms import ConsentForm
+from agent_runtime.console.providers import offered_tool_approval
 from agent_runtime.errors import AuthorizationExpired, InvalidState
 from agent_runtime.models import AgentAuthorization
 from agent_runtime.selectors.principals import user_principal
+from agent_runtime.selectors.providers import named_route_catalogs, provider_tools_by_id
 from agent_runtime.services.agent_auth.authorizations import (
     authorization_approve,
     authorization_deny,
@@ -144,6 +151,109 @@ def mcp_client_view(authorization: AgentAuthorization) -> dict | None:
     }
 
 
+# Tool names listed per kind on the consent page; a workspace of fifty tools says "and 38 more".
+GRANT_NAMES_SHOWN = 12
+
+
+@dataclass(frozen=True)
+class Names:
+    """Some names of a longer list, and how many were left out."""
+
+    shown: list[str]
+    more: int = 0
+
+    @classmethod
+    def of(cls, names: list[str]) -> Names:
+        return cls(names[:GRANT_NAMES_SHOWN], max(0, len(names) - GRANT_NAMES_SHOWN))
+
+    @property
+    def total(self) -> int:
+        return len(self.shown) + self.more
+
+
+@dataclass(frozen=True)
+class WorkspaceGrant:
+    """What an agent signed in to one workspace will be able to do there.
+
+    ``unusable`` says why it can do nothing there right now (the workspace is missing, disabled or
+    closed to agents); the lists are then empty. ``approvals`` pairs each tool whose calls may wait
+    for a human approval with when they do (``always (high risk)``, ``when amount > 500``).
+    """
+
+    route_key: str
+    name: str = ""
+    unusable: str = ""
+    kb_ids: list[str] = field(default_factory=list)
+    business_tools: bool = False
+    read_tools: Names = field(default_factory=lambda: Names([]))
+    write_tools: Names = field(default_factory=lambda: Names([]))
+    approvals: list[tuple[str, str]] = field(default_factory=list)
+    approvals_more: int = 0
+
+    @property
+    def tool_total(self) -> int:
+        return self.read_tools.total + self.write_tools.total
+
+
+def workspace_grants(route_keys: list[str]) -> list[WorkspaceGrant]:
+    """One :class:`WorkspaceGrant` per requested workspace, in the order asked.
+
+    Read from the selectors that serve agents: the route's effective knowledge settings and its
+    route-level catalog (exposure rules, write allow list, permission, forced approval), and each
+    offered tool's declared approval rule (ACC ``risk`` / ``approval.required`` / ``approval.when``).
+    A hub user approving for themselves always has a trusted subject, which is the route-level view.
+    """
+    found = {entry.route.route_key: entry for entry in named_route_catalogs(route_keys=route_keys)}
+    gated = [tool for entry in found.values() for tool in entry.catalog.tools if tool.approval_required]
+    declared = provider_tools_by_id(tool_ids=[tool.tool_id for tool in gated]) if gated else {}
+    grants = []
+    for route_key in route_keys:
+        entry = found.get(route_key)
+        if entry is None:
+            grants.append(WorkspaceGrant(route_key, unusable="This workspace does not exist on this hub."))
+            continue
+        route, effective, catalog = entry.route, entry.effective, entry.catalog
+        if not route.enabled:
+            grants.append(
+                WorkspaceGrant(
+                    route_key, route.name, unusable="This workspace is disabled: nothing works in it."
+                )
+            )
+            continue
+        if not effective["agent_client"]["enabled"]:
+            grants.append(
+                WorkspaceGrant(
+                    route_key,
+                    route.name,
+                    unusable="This workspace is closed to agents (its agent runtime is off).",
+                )
+            )
+            continue
+        approvals = [
+            (
+                tool.name,
+                offered_tool_approval(
+                    tool, approval_declared=declared.get(tool.tool_id, {}).get("approval_declared")
+                ),
+            )
+            for tool in catalog.tools
+            if tool.approval_required
+        ]
+        grants.append(
+            WorkspaceGrant(
+                route_key,
+                route.name,
+                kb_ids=list(effective["knowledge"]["kb_ids"]),
+                business_tools=catalog.agent_direct,
+                read_tools=Names.of([tool.name for tool in catalog.tools if tool.readonly]),
+                write_tools=Names.of([tool.name for tool in catalog.tools if not tool.readonly]),
+                approvals=approvals[:GRANT_NAMES_SHOWN],
+                approvals_more=max(0, len(approvals) - GRANT_NAMES_SHOWN),
+            )
+        )
+    return grants
+
+
 class ConsentView(ConsoleView, View):
     permission_required = "agent_runtime.consent_agentauthorization"
     http_method_names = ["get", "post"]
@@ -158,6 +268,7 @@ class ConsentView(ConsoleView, View):
             "principal_id": principal["id"],
             "principal_roles": principal["roles"],
             "seconds_left": max(0, int((authorization.expires_at - timezone.now()).total_seconds())),
+            "grants": workspace_grants(offered_routes(authorization)),
         }
         return render(request, "agent_runtime/consent.html", context, status=status)
 

@@ -154,6 +154,9 @@ class ConversationListView(ConsoleView, ListView):
         context = super().get_context_data(**kwargs)
         context["filter_form"] = self.filter_form
         context["table"] = conversation_table(context["object_list"])
+        # No conversation at all (not merely none matching the filters): the page says how one
+        # appears instead of an empty table.
+        context["none_yet"] = not self.filter_form.is_bound and not context["table"].rows
         return context
 
 

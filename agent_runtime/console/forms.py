@@ -128,10 +128,13 @@ class ClientRouteFilterForm(forms.Form):
 
 class SessionFilterForm(ClientRouteFilterForm):
     STATES = [("", "any state"), ("active", "active"), ("expired", "expired"), ("revoked", "revoked")]
+    # How the agent signed in (``agent_runtime.selectors.agent_sessions.SESSION_VIA``).
+    VIAS = [("", "any sign-in"), ("mcp", "MCP"), ("agent_auth", "Agent Auth")]
 
     state = forms.ChoiceField(required=False, choices=STATES)
+    via = forms.ChoiceField(required=False, choices=VIAS, label="Signed in via")
 
-    field_order = ["client", "state", "route"]
+    field_order = ["client", "state", "route", "via"]
 
 
 class ConsentForm(forms.Form):

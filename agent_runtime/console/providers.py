@@ -27,6 +27,7 @@ from django.views import View
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import ProviderTool, ToolProvider
+from agent_runtime.selectors.catalog import CatalogTool
 from agent_runtime.selectors.providers import (
     provider_detail,
     provider_get,
@@ -140,6 +141,14 @@ def approval_summary(*, risk: str, approval: dict[str, Any]) -> str:
     if rules:
         return "when " + " or ".join(approval_rule_text(rule) for rule in rules)
     return "never"
+
+
+def offered_tool_approval(tool: CatalogTool, *, approval_declared: dict[str, Any] | None) -> str:
+    """When a call of a tool a workspace offers (a catalog entry) needs a human approval: the
+    tool's own rule (:func:`approval_summary`), unless the workspace forces approval on it."""
+    if tool.forced_approval:
+        return "always (forced by this workspace)"
+    return approval_summary(risk=str(tool.projection.get("risk") or ""), approval=approval_declared or {})
 
 
 def tool_kind(readonly: bool, idempotent: bool) -> tables.Cell:

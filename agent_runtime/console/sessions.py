@@ -11,7 +11,13 @@ from django.views import View
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.console.forms import SessionFilterForm
-from agent_runtime.selectors.agent_sessions import session_get, session_list
+from agent_runtime.selectors.agent_sessions import (
+    SESSION_VIA_AGENT_AUTH,
+    SESSION_VIA_MCP,
+    session_get,
+    session_list,
+    session_via,
+)
 from agent_runtime.services.agent_auth.sessions import session_revoke
 from bailing.audit.actor import Actor
 from bailing.ui import tables
@@ -20,11 +26,20 @@ from bailing.ui.forms import form_filters
 from bailing.ui.mixins import ConsoleView
 from bailing.ui.pages import PAGE_SIZE, or_404
 
+VIA_BADGES = {SESSION_VIA_MCP: ("MCP", "mcp"), SESSION_VIA_AGENT_AUTH: ("Agent Auth", "neutral")}
+
+
+def via_cell(session) -> tables.Cell:
+    """How the agent signed in: an MCP client by standard OAuth, or an Agent Auth v1 host."""
+    word, tone = VIA_BADGES[session_via(session)]
+    return tables.Cell(word, kind="badge", tone=tone)
+
 
 def session_table(sessions, *, show_client: bool = True) -> tables.Table:
     columns = [
         "Session",
         "Device",
+        "Via",
         "Principal",
         "On behalf of",
         "Workspaces",
@@ -39,6 +54,7 @@ def session_table(sessions, *, show_client: bool = True) -> tables.Table:
         row = [
             tables.ident(session.id, href=reverse("console:session_detail", args=[session.id])),
             tables.text(session.device_label),
+            via_cell(session),
             tables.mono((session.principal or {}).get("id", "")),
             tables.mono(session.on_behalf_of),
             tables.words(session.allowed_routes, empty="none"),

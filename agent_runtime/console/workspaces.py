@@ -1,8 +1,9 @@
 """Workspaces (routes): list and a read-only detail page that says what the workspace *is*.
 
-The detail shows the tools it offers (the catalog service's route-level answer, so it cannot disagree
-with what an agent sees), the clients allowed to use it, its active agent sessions and recent
-conversations, its memory and knowledge settings and, collapsed, the raw effective configuration.
+The detail shows the workspace's MCP URL (what a user pastes into an MCP client), the tools it
+offers (the catalog service's route-level answer, so it cannot disagree with what an agent sees),
+the clients allowed to use it, its active agent sessions and recent conversations, its memory and
+knowledge settings and, collapsed, the raw effective configuration.
 Apps above the runtime add their own sections through :func:`agent_runtime.ports.workspace_sections`
 (the knowledge app: the knowledge bases the route names), so this module never imports them. Each
 section is shown only to users who may open the pages it summarises.
@@ -17,7 +18,7 @@ from django.views.generic import DetailView, ListView
 
 from agent_runtime.config import route_effective
 from agent_runtime.console.conversations import activity_cells, conversation_cells
-from agent_runtime.console.providers import RISK_TONES, approval_summary
+from agent_runtime.console.providers import RISK_TONES, offered_tool_approval
 from agent_runtime.console.sessions import session_table
 from agent_runtime.models import Route
 from agent_runtime.ports import workspace_sections
@@ -32,6 +33,7 @@ from agent_runtime.selectors.workspace_overview import (
     route_sessions_active,
 )
 from agent_runtime.selectors.workspaces import workspace_profile
+from agent_runtime.services.agent_auth.oauth import mcp_resource_url
 from bailing.api.errors import ApiError
 from bailing.ui import tables
 from bailing.ui.mixins import ConsoleView
@@ -108,9 +110,7 @@ def offered_tools_table(catalog: Catalog, effective: dict) -> tables.Table:
     for tool in catalog.tools:
         row = stored.get(tool.tool_id, {})
         risk = str(tool.projection.get("risk") or "")
-        approval = approval_summary(risk=risk, approval=row.get("approval_declared") or {})
-        if tool.forced_approval:
-            approval = "always (forced by this workspace)"
+        approval = offered_tool_approval(tool, approval_declared=row.get("approval_declared"))
         table.rows.append(
             [
                 tables.Cell(
@@ -295,6 +295,15 @@ class WorkspaceDetailView(ConsoleView, DetailView):
             context["conversations_url"] = (
                 reverse("console:conversation_list") + "?" + urlencode({"route": route.route_key})
             )
+        # What a user pastes into an MCP client (README "Connecting an MCP client"), and whether one
+        # can sign in here at all: through an enabled client marked for MCP sign-in that this
+        # workspace allows.
+        context["mcp_url"] = mcp_resource_url(route.route_key)
+        context["mcp_clients"] = [
+            client.app_id
+            for client in route_clients(route.route_key)
+            if client.mcp_sign_in and client.enabled
+        ]
         context["memory_facts"] = memory_facts(effective["memory"])
         context["knowledge_facts"] = knowledge_facts(effective["knowledge"])
         context["sections"] = workspace_sections(route=route, effective=effective, user=user)

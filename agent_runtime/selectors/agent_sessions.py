@@ -45,9 +45,22 @@ def session_state_q(state: str, *, now: datetime) -> Q:
     return Q(revoked_at__isnull=True, refresh_expires_at__gt=now)
 
 
+# How a session was signed in, from what it stores: a standard OAuth sign-in of an MCP client keeps
+# its OAuth client registration (``oauth_client``, copied from the authorization at the code
+# exchange, never cleared); an Agent Auth v1 sign-in has none.
+SESSION_VIA_MCP = "mcp"
+SESSION_VIA_AGENT_AUTH = "agent_auth"
+
+
+def session_via(session: AgentSession) -> str:
+    """``mcp`` or ``agent_auth``: how ``session`` was signed in (no query: the column is local)."""
+    return SESSION_VIA_MCP if session.oauth_client_id is not None else SESSION_VIA_AGENT_AUTH
+
+
 def session_list(*, filters: Mapping[str, Any] | None = None) -> QuerySet[AgentSession]:
     """Agent sessions with their client, newest first. ``filters``: ``client`` (App ID), ``state``
-    (active / expired / revoked) and ``route`` (signed in to that workspace)."""
+    (active / expired / revoked), ``route`` (signed in to that workspace) and ``via`` (``mcp`` /
+    ``agent_auth``: :func:`session_via`)."""
     filters = filters or {}
     queryset = filter_by(
         AgentSession.objects.select_related("client").order_by("-created_at", "-id"),
@@ -59,6 +72,8 @@ def session_list(*, filters: Mapping[str, Any] | None = None) -> QuerySet[AgentS
     if filters.get("route"):
         # Sessions signed in to the workspace (JSONB containment on the session's routes).
         queryset = queryset.filter(allowed_routes__contains=[filters["route"]])
+    if filters.get("via"):
+        queryset = queryset.filter(oauth_client__isnull=filters["via"] != SESSION_VIA_MCP)
     return queryset
 
 

@@ -171,6 +171,31 @@ def provider_route_catalogs(*, provider_name: str) -> list[RouteCatalog]:
     ]
 
 
+def named_route_catalogs(*, route_keys: Iterable[str]) -> list[RouteCatalog]:
+    """The workspaces ``route_keys`` that exist (enabled or not), in the order given, each with its
+    route-level catalog: what the consent page says an agent of those workspaces will be able to do.
+    Two queries: the routes, and every provider they name with its tools."""
+    keys = list(dict.fromkeys(route_keys))
+    found = {route.route_key: route for route in Route.objects.filter(route_key__in=keys)}
+    routes = [found[key] for key in keys if key in found]
+    effectives = [route_effective(route) for route in routes]
+    names = {
+        source["provider"]
+        for effective in effectives
+        if effective["tools"]["agent_direct"]["enabled"]
+        for source in effective["tools"]["sources"]
+    }
+    providers = load_providers(names)
+    return [
+        RouteCatalog(
+            route,
+            effective,
+            route_catalog(route=route, identity=None, effective=effective, providers=providers),
+        )
+        for route, effective in zip(routes, effectives, strict=True)
+    ]
+
+
 # --- the tool list ------------------------------------------------------------------------------------
 def _approval_always() -> Q:
     return Q(risk="high") | Q(compiled__approval__required=True)

@@ -9,7 +9,15 @@ from bailing.ui.forms import UTCDateTimeField
 
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, max_length=200)
-    action = forms.CharField(required=False, max_length=100, help_text="prefix", label="Action (prefix)")
+    # "Action" and a placeholder rather than "Action (prefix)": the bar keeps its seven fields on one
+    # line at 1280 px, and a wrapped label would push its field out of line.
+    action = forms.CharField(
+        required=False,
+        max_length=100,
+        help_text="prefix",
+        label="Action",
+        widget=forms.TextInput(attrs={"placeholder": "prefix"}),
+    )
     client = forms.CharField(required=False, max_length=64)
     session = forms.UUIDField(required=False, label="Session ID")
     route = forms.CharField(required=False, max_length=128, label="Workspace")

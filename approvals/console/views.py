@@ -6,13 +6,13 @@ services, never by the console.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from urllib.parse import urlencode
 
 from django.urls import reverse
 from django.views.generic import DetailView, ListView, TemplateView
 
+from approvals.console.audit_rows import key_fields, target_text, target_url
 from approvals.console.forms import AuditFilterForm
 from approvals.selectors import audit_event_clients, audit_event_get, audit_event_list
 from bailing.audit.ledger import audit_chain_verify
@@ -21,22 +21,6 @@ from bailing.ui import tables
 from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
 from bailing.ui.pages import PAGE_SIZE, or_404
-
-_DATA_PREVIEW_CHARS = 80
-
-
-def _summary(event: AuditEvent) -> str:
-    """Target and a bounded data preview, shown under the action (the detail page has it all)."""
-    parts = []
-    if event.target_type or event.target_id:
-        target = f"{event.target_type}:{event.target_id}" if event.target_type else event.target_id
-        parts.append(tables.shorten_ids(target))
-    if event.data:
-        text = json.dumps(event.data, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-        if len(text) > _DATA_PREVIEW_CHARS:
-            text = text[: _DATA_PREVIEW_CHARS - 1] + "…"
-        parts.append(text)
-    return " · ".join(parts)
 
 
 class AuditListView(ConsoleView, ListView):
@@ -57,12 +41,28 @@ class AuditListView(ConsoleView, ListView):
             return cell
         return replace(cell, sub="unsealed", title="Recorded; not yet given its place in the hash chain")
 
+    @staticmethod
+    def _target_cell(event: AuditEvent, user) -> tables.Cell:
+        """What the event acted on: its id (UUIDs shortened), linked to its console page where there
+        is one, with its type underneath."""
+        if not event.target_id:
+            return tables.Cell(event.target_type or "—", kind="mono" if event.target_type else "muted")
+        full = f"{event.target_type}:{event.target_id}" if event.target_type else event.target_id
+        return tables.Cell(
+            target_text(event),
+            href=target_url(event, user),
+            kind="mono",
+            title=full,
+            sub=event.target_type.replace("_", " "),
+        )
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         table = tables.Table(
-            ["#", "Time (UTC)", "Action · target · data", "Actor", "Client", "Session", "Workspace"],
+            ["#", "Time (UTC)", "Action", "Target", "Actor", "Client", "Session", "Workspace"],
             empty="No audit events match.",
         )
+        user = self.request.user
         clients = audit_event_clients(context["object_list"])
         for event in context["object_list"]:
             session = str(event.session_id) if event.session_id else ""
@@ -73,7 +73,8 @@ class AuditListView(ConsoleView, ListView):
                 [
                     self._id_cell(event),
                     tables.time(event.created_at),
-                    tables.Cell(event.action, kind="mono", sub=_summary(event)),
+                    tables.Cell(event.action, kind="mono", sub=key_fields(event.action, event.data)),
+                    self._target_cell(event, user),
                     tables.ident(f"{event.actor_type}: {event.actor}"),
                     tables.mono(app_id, href=client_url if app_id else None),
                     tables.ident(session, href=session_url if session else None),
@@ -94,6 +95,11 @@ class AuditDetailView(ConsoleView, DetailView):
 
     def get_object(self, queryset=None):
         return or_404(audit_event_get(event_id=self.kwargs["pk"]))
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["target_url"] = target_url(self.object, self.request.user)
+        return context
 
 
 class AuditVerifyView(ConsoleView, TemplateView):

@@ -1,4 +1,6 @@
-"""Error pages of the whole site (``handler400/403/404/500`` of the root URLconf).
+"""Error pages of the whole site (``handler400/403/404/500`` of the root URLconf, and
+``CSRF_FAILURE_VIEW``). Each console error page leads back: to the dashboard when signed in, to the
+sign-in page when not (``console/_way_back.html``); the static 500 and 503 pages to the console.
 
 Under the API prefixes every error is the flat JSON envelope (``bailing.api.middleware`` turns any
 HTML error there into JSON as well); everywhere else the console's own styled page answers, never
@@ -41,6 +43,22 @@ def _page(request, status: int):
         return api_error_response(api_error_for_status(status), status=status)
     title, detail = _TEXTS[status]
     return error_page(request, status=status, title=title, detail=detail)
+
+
+def csrf_failure(request, reason=""):
+    """``CSRF_FAILURE_VIEW``: a console form sent without its CSRF token (most often a page left open
+    across a sign-out, or a form posted from another site) is the styled 403 with a way back, not
+    Django's bare page. ``reason`` is Django's text for the log; the page never shows it."""
+    return error_page(
+        request,
+        status=403,
+        title="Form not accepted",
+        detail=(
+            "This form could not be checked as coming from this console (it may have been open for too "
+            "long, or sent from another site), so nothing was changed. Reload the page and try again."
+        ),
+        code="csrf_failed",
+    )
 
 
 def bad_request(request, exception=None):

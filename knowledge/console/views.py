@@ -295,8 +295,55 @@ class DocumentDetailView(ConsoleView, DetailView):
 
 # --- writes -----------------------------------------------------------------------------------------------
 class KnowledgeBaseSetEnabledView(ConsoleView, View):
+    """Enabling is one POST; disabling (the base drops out of every workspace's retrieval) goes
+    through a confirmation page (GET) first, and its POST is refused without the confirmation field,
+    as disabling a client is."""
+
     permission_required = MANAGE_PERMISSION
-    http_method_names = ["post"]
+    http_method_names = ["get", "post"]
+
+    def get(self, request, kb_id):
+        kb = kb_or_404(kb_id)
+        detail_url = reverse("console:knowledge_detail", args=[kb.kb_id])
+        if not kb.enabled:
+            messages.info(request, f"Knowledge base {kb.kb_id} is already disabled; nothing to do.")
+            return redirect(detail_url)
+        routes = knowledge_base_routes().get(kb.kb_id, [])
+        if routes:
+            reach = (
+                f"Agents of the workspace{pluralize(len(routes))} {', '.join(routes)} no longer find its "
+                "documents: searches, turns and the MCP knowledge tools leave it out from the next request."
+            )
+        else:
+            reach = "No workspace names it today, so no agent loses anything it searches now."
+        return confirm_page(
+            request,
+            Confirmation(
+                title=f"Disable knowledge base {kb.kb_id}?",
+                action_url=reverse("console:knowledge_set_enabled", args=[kb.kb_id]),
+                cancel_url=detail_url,
+                button="Disable knowledge base",
+                consequences=[
+                    reach,
+                    "References to its documents that agents already hold stop working (the "
+                    "workspace's knowledge scope changes), and the push API refuses new documents for "
+                    "it (403) while it is disabled.",
+                    "Its documents, chunks and vectors are kept: enabling it again restores it at once. "
+                    "A config file that lists it as enabled enables it again on the next bailing_apply.",
+                    "The change is audited.",
+                ],
+                facts=[
+                    ("Knowledge base", kb.kb_id),
+                    ("Name", kb.name),
+                    ("Workspaces", ", ".join(routes) or "none"),
+                ],
+                hidden={"enabled": "false"},
+                crumbs=[
+                    ("Knowledge bases", reverse("console:knowledge_list")),
+                    (kb.kb_id, detail_url),
+                ],
+            ),
+        )
 
     def post(self, request, kb_id):
         kb = kb_or_404(kb_id)
@@ -306,6 +353,8 @@ class KnowledgeBaseSetEnabledView(ConsoleView, View):
                 request, status=400, title="Invalid request", detail="Choose enable or disable."
             )
         enabled = form.cleaned_data["enabled"]
+        if not enabled and not is_confirmed(request):
+            return not_confirmed(request)
         changed = knowledge_base_set_enabled(kb=kb, enabled=enabled, actor=Actor.user(request.user))
         word = "enabled" if enabled else "disabled"
         if changed:

@@ -1,5 +1,6 @@
-"""No debug page anywhere: ``/`` leads to the console, console errors are styled pages, API errors are
-JSON under every API prefix (business endpoints included), and debug is off unless asked for."""
+"""No debug page anywhere: ``/`` leads to the console, console errors are styled pages that lead back
+(to the dashboard, or to sign-in when signed out; a refused CSRF token included), API errors are JSON
+under every API prefix (business endpoints included), and debug is off unless asked for."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from django.test import Client
+
+from tests.support.console import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,3 +87,50 @@ def test_debug_is_off_unless_asked_for():
 
     assert debug() == "False"
     assert debug(BAILING_DEBUG="1") == "True"
+
+
+@pytest.mark.django_db
+def test_the_404_leads_back_to_sign_in_or_the_dashboard(admin_user):
+    signed_out = Client().get("/console/no-such-page/").content.decode()
+    assert '<a href="/console/login/">Sign in to the console</a>' in signed_out
+    client = Client()
+    client.force_login(admin_user)
+    signed_in = client.get("/console/no-such-page/").content.decode()
+    assert '<a href="/console/">Back to the dashboard</a>' in signed_in
+    assert "Sign in to the console" not in signed_in
+
+
+@pytest.mark.django_db
+def test_a_form_without_its_csrf_token_gets_the_styled_403_with_a_way_back(admin_user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    response = client.post("/console/logout/")
+    assert response.status_code == 403
+    assert "console/error.html" in [t.name for t in response.templates]
+    assert response.context["code"] == "csrf_failed"
+    assert '<a href="/console/">Back to the dashboard</a>' in response.content.decode()
+    anonymous = Client(enforce_csrf_checks=True).post("/console/login/", {"username": "a", "password": "b"})
+    assert anonymous.status_code == 403 and anonymous.context["code"] == "csrf_failed"
+    assert "Sign in to the console" in anonymous.content.decode()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_404_way_back_in_a_browser(hub_server, administrator, browser_page, screenshot):
+    page = browser_page
+    base = hub_server.url
+    response = page.goto(base + "/console/no-such-page/")
+    assert response.status == 404
+    screenshot(page, "error-404-signed-out")
+    page.get_by_role("link", name="Sign in to the console").click()
+    page.wait_for_url(base + "/console/login/")
+    page.get_by_label("Username").fill(administrator.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + "/console/")
+
+    assert page.goto(base + "/console/clients/no-such-client/").status == 404
+    assert "Page not found" in page.locator("main").inner_text()
+    screenshot(page, "error-404-signed-in")
+    page.locator("main").get_by_role("link", name="Back to the dashboard").click()
+    page.wait_for_url(base + "/console/")

@@ -59,6 +59,7 @@ class UserRolesForm(forms.Form):
 class PasswordForm(forms.Form):
     password = forms.CharField(
         required=False,
+        label="New password",
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
         help_text="Leave empty to generate one, shown once on the next page.",
     )
@@ -121,12 +122,12 @@ class UserCreateView(ConsoleView, FormView):
 
 
 class UserDetailView(ConsoleView, View):
-    """The user's facts with the roles form (POST sets roles) and the password form."""
+    """The user's facts with the roles form (POST sets roles) and the way to reset the password."""
 
     permission_required = PERMISSION
     http_method_names = ["get", "post"]
 
-    def _render(self, request, subject, roles_form, password_form, status=200, error_code=""):
+    def _render(self, request, subject, roles_form, status=200, error_code=""):
         return render(
             request,
             "console/user_detail.html",
@@ -134,7 +135,6 @@ class UserDetailView(ConsoleView, View):
                 "subject": subject,
                 "roles": user_roles(subject),
                 "roles_form": roles_form,
-                "password_form": password_form,
                 "error_code": error_code,
             },
             status=status,
@@ -142,15 +142,13 @@ class UserDetailView(ConsoleView, View):
 
     def get(self, request, username):
         subject = _user_or_404(username)
-        return self._render(
-            request, subject, UserRolesForm(initial={"roles": user_roles(subject)}), PasswordForm()
-        )
+        return self._render(request, subject, UserRolesForm(initial={"roles": user_roles(subject)}))
 
     def post(self, request, username):
         subject = _user_or_404(username)
         form = UserRolesForm(request.POST)
         if not form.is_valid():
-            return self._render(request, subject, form, PasswordForm(), status=400)
+            return self._render(request, subject, form, status=400)
         try:
             changed = user_set_roles(
                 user=subject, roles=form.cleaned_data["roles"], actor=Actor.user(request.user)
@@ -160,7 +158,7 @@ class UserDetailView(ConsoleView, View):
             current = UserRolesForm({"roles": user_roles(subject)})
             current.is_valid()
             current.add_error("roles", exc.message)
-            return self._render(request, subject, current, PasswordForm(), status=409, error_code=exc.code)
+            return self._render(request, subject, current, status=409, error_code=exc.code)
         if changed:
             messages.success(
                 request, f"Roles of {subject.username} set: {', '.join(user_roles(subject)) or 'none'}."
@@ -170,12 +168,43 @@ class UserDetailView(ConsoleView, View):
         return redirect("console:user_detail", username=subject.username)
 
 
+def _password_confirmation(subject, form: PasswordForm) -> Confirmation:
+    """The reset's confirmation page, with the (optional) new password field on it."""
+    detail_url = reverse("console:user_detail", args=[subject.username])
+    return Confirmation(
+        title=f"Reset the password of {subject.username}?",
+        action_url=reverse("console:user_password", args=[subject.username]),
+        cancel_url=detail_url,
+        button="Reset password",
+        consequences=[
+            f"The current password of {subject.username} stops working at once: every browser signed "
+            f"in as {subject.username} is signed out on its next request.",
+            "With the field left empty a new password is generated and shown once, on the next page; "
+            "hand it over yourself.",
+            "Roles, audit history and agent sessions stay as they are. The reset is audited (never "
+            "the password).",
+        ],
+        facts=[("Username", subject.username), ("Roles", ", ".join(user_roles(subject)) or "none")],
+        crumbs=[("Users", reverse("console:user_list")), (subject.username, detail_url)],
+        form=form,
+    )
+
+
 class UserPasswordView(ConsoleView, View):
+    """GET: the confirmation page, which carries the password field; POST (with the confirmation):
+    set the password, or a generated one shown once."""
+
     permission_required = PERMISSION
-    http_method_names = ["post"]
+    http_method_names = ["get", "post"]
+
+    def get(self, request, username):
+        subject = _user_or_404(username)
+        return confirm_page(request, _password_confirmation(subject, PasswordForm()))
 
     def post(self, request, username):
         subject = _user_or_404(username)
+        if not is_confirmed(request):
+            return not_confirmed(request)
         form = PasswordForm(request.POST)
         form.is_valid()
         password = form.cleaned_data.get("password") or ""
@@ -188,9 +217,7 @@ class UserPasswordView(ConsoleView, View):
             )
         except UserError as exc:
             form.add_error("password", exc.message)
-            return UserDetailView()._render(
-                request, subject, UserRolesForm(initial={"roles": user_roles(subject)}), form, status=400
-            )
+            return confirm_page(request, _password_confirmation(subject, form), status=400)
         if generated:
             return render(request, "console/user_password.html", {"subject": subject, "password": password})
         messages.success(request, f"Password of {subject.username} set.")

@@ -6,6 +6,7 @@ follows the link to the session's audit history. Screenshots go to var/screensho
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from django.urls import reverse
@@ -144,3 +145,29 @@ def test_auditor_reads_a_conversation(hub_server, auditor, browser_page, screens
     assert actions.count("agent_runtime.turn.context_ready") == 5
     assert actions.count("agent_runtime.run.completed") == 4
     screenshot(page, "conversations-05-audit")
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_an_empty_conversation_list_says_how_one_appears(hub_server, auditor, browser_page, screenshot):
+    page = browser_page
+    base = hub_server.url
+    page.goto(base + reverse("console:conversation_list"))
+    page.get_by_label("Username").fill(auditor.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + reverse("console:conversation_list"))
+
+    hint = page.get_by_role("region", name="No conversations yet")
+    assert "POST /agent-api/v1/workspaces/<workspace>/turns" in hint.inner_text()
+    assert 'python -m agent_client turn --tokens FILE --workspace <workspace> "the user\'s message"' in (
+        hint.inner_text()
+    )
+    assert page.locator("table.data").count() == 0
+    screenshot(page, "conversations-empty")
+
+    # A filter that finds nothing is not "none yet": the table says nothing matches.
+    seed()
+    page.goto(base + reverse("console:conversation_list") + f"?session={uuid.uuid4()}")
+    assert page.get_by_role("region", name="No conversations yet").count() == 0
+    assert page.locator("table.data td.empty").inner_text() == "No conversations match."

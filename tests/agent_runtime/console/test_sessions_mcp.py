@@ -1,4 +1,5 @@
-"""The session page says how the agent signed in: Agent Auth v1, or standard OAuth as an MCP client."""
+"""The session page and the sessions list say how the agent signed in: Agent Auth v1, or standard OAuth
+as an MCP client (the session keeps its OAuth client registration); the list filters by it."""
 
 from __future__ import annotations
 
@@ -44,3 +45,53 @@ def test_the_session_page_in_a_browser(hub_server, administrator, browser_page, 
     page.get_by_role("button", name="Sign in").click()
     page.get_by_text("standard OAuth, as the MCP client").wait_for()
     screenshot(page, "session-mcp-client")
+
+
+def _via_column(response) -> dict[str, str]:
+    table = response.context["table"]
+    via = table.columns.index("Via")
+    device = table.columns.index("Device")
+    return {row[device].text: row[via].text for row in table.rows}
+
+
+def test_the_session_list_tells_mcp_from_agent_auth_sessions(administrator):
+    _mcp_session()
+    AgentSessionFactory(device_label="Ada's laptop")
+    browser = signed_in(administrator)
+    response = browser.get(reverse("console:session_list"))
+    assert _via_column(response) == {"Claude Code": "MCP", "Ada's laptop": "Agent Auth"}
+    mcp_only = browser.get(reverse("console:session_list"), {"via": "mcp"})
+    assert _via_column(mcp_only) == {"Claude Code": "MCP"}
+    agent_auth_only = browser.get(reverse("console:session_list"), {"via": "agent_auth"})
+    assert _via_column(agent_auth_only) == {"Ada's laptop": "Agent Auth"}
+    assert (
+        browser.get(reverse("console:session_list"), {"via": "carrier-pigeon"})
+        .context["filter_form"]
+        .errors["via"]
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_via_badge_in_a_browser(hub_server, administrator, browser_page, screenshot):
+    _mcp_session()
+    AgentSessionFactory(device_label="Ada's laptop")
+    page = browser_page
+    sessions = hub_server.url + reverse("console:session_list")
+    page.goto(sessions)
+    page.get_by_label("Username").fill(administrator.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(sessions)
+    mcp = page.locator("table.data tbody tr", has_text="Claude Code").locator(".badge-mcp")
+    assert mcp.inner_text() == "MCP"
+    laptop = page.locator("table.data tbody tr", has_text="Ada's laptop")
+    assert laptop.locator(".badge", has_text="Agent Auth").is_visible()
+    assert laptop.locator(".badge-mcp").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    screenshot(page, "sessions-via-01")
+    page.get_by_label("Signed in via").select_option("mcp")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**/?*via=mcp*")
+    assert page.locator("table.data tbody tr").count() == 1
+    page.set_viewport_size({"width": 1024, "height": 860})
+    screenshot(page, "sessions-via-02-1024")

@@ -125,18 +125,39 @@ def test_set_roles(admin_http, subject):
 
 
 @pytest.mark.django_db
+def test_reset_password_asks_first(admin_http, subject):
+    url = _urls()["password"]
+    confirm = admin_http.get(url)
+    assert confirm.status_code == 200
+    assert "console/confirm.html" in [t.name for t in confirm.templates]
+    assert "no-store" in confirm["Cache-Control"]
+    content = confirm.content.decode()
+    assert f'action="{url}"' in content and 'name="confirm" value="yes"' in content
+    assert 'name="password"' in content  # the new password is typed on the confirmation page
+    for data in ({"password": NEW_PASSWORD}, {"password": NEW_PASSWORD, "confirm": "no"}, {}):
+        refused = admin_http.post(url, data)
+        assert refused.status_code == 400 and refused.context["code"] == "not_confirmed"
+    subject.refresh_from_db()
+    assert subject.check_password(PASSWORD)
+    assert not AuditEvent.objects.filter(action="console.user.password_reset").exists()
+
+
+@pytest.mark.django_db
 def test_reset_password_generated_or_set(admin_http, subject):
-    generated = admin_http.post(_urls()["password"], {"password": ""})
+    generated = admin_http.post(_urls()["password"], {"password": "", "confirm": "yes"})
     assert generated.status_code == 200
     password = generated.context["password"]
     subject.refresh_from_db()
     assert subject.check_password(password) and not subject.check_password(PASSWORD)
-    chosen = admin_http.post(_urls()["password"], {"password": NEW_PASSWORD})
+    chosen = admin_http.post(_urls()["password"], {"password": NEW_PASSWORD, "confirm": "yes"})
     assert chosen.status_code == 302
     subject.refresh_from_db()
     assert subject.check_password(NEW_PASSWORD)
-    weak = admin_http.post(_urls()["password"], {"password": "123"})
+    weak = admin_http.post(_urls()["password"], {"password": "123", "confirm": "yes"})
     assert weak.status_code == 400
+    # Refused on the confirmation page itself, with the field's error: still one step to retry.
+    assert "console/confirm.html" in [t.name for t in weak.templates]
+    assert weak.context["confirmation"].form.errors["password"]
     subject.refresh_from_db()
     assert subject.check_password(NEW_PASSWORD)
     events = AuditEvent.objects.filter(action="console.user.password_reset", target_id="bob").order_by("id")
@@ -432,3 +453,45 @@ def test_users_page_in_a_browser(hub_server, administrator, browser_page, screen
     assert page.get_by_role("checkbox", name="administrator", exact=True).is_checked()
     screenshot(page, "users-07-last-administrator")
     assert user_roles(User.objects.get(username=administrator.username)) == ["administrator"]
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_reset_password_asks_first_in_a_browser(hub_server, administrator, browser_page, screenshot):
+    UserFactory(username="bob", roles=["auditor"])
+    page = browser_page
+    base = hub_server.url
+    detail = base + _urls("bob")["detail"]
+    page.goto(detail)
+    page.get_by_label("Username").fill(administrator.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(detail)
+
+    page.get_by_role("link", name="Reset password…").click()
+    page.wait_for_url(base + _urls("bob")["password"])
+    text = page.locator("main").inner_text()
+    assert "The current password of bob stops working at once" in text
+    page.get_by_label("New password").fill(NEW_PASSWORD)
+    screenshot(page, "users-07-password-confirm")
+    page.get_by_role("link", name="Cancel").click()
+    page.wait_for_url(detail)
+    assert User.objects.get(username="bob").check_password(PASSWORD)
+
+    page.get_by_role("link", name="Reset password…").click()
+    page.get_by_label("New password").fill("123")
+    page.get_by_role("button", name="Reset password").click()
+    # Refused on the same page, the reason on the field; nothing changed.
+    assert page.locator(".field.has-error").is_visible()
+    assert User.objects.get(username="bob").check_password(PASSWORD)
+    screenshot(page, "users-08-password-refused")
+    page.get_by_label("New password").fill(NEW_PASSWORD)
+    page.get_by_role("button", name="Reset password").click()
+    page.wait_for_url(detail)
+    assert "Password of bob set" in page.locator(".alert-success").inner_text()
+    assert User.objects.get(username="bob").check_password(NEW_PASSWORD)
+
+    page.get_by_role("link", name="Reset password…").click()
+    page.get_by_role("button", name="Reset password").click()  # empty: a generated one, shown once
+    generated = page.get_by_label("Password").input_value()
+    assert User.objects.get(username="bob").check_password(generated)

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from knowledge.models import Document
+from knowledge.models import Document, KnowledgeBase
 from tests.factories import ClientFactory, KnowledgeBaseFactory, RouteFactory, knowledge_document
 from tests.support.console import PASSWORD
 
@@ -114,3 +114,40 @@ def test_add_index_hit_test_and_delete_in_a_browser(hub_server, administrator, b
     assert "deleted" in page.locator(".alert-success").inner_text()
     assert page.locator("table.data tbody tr", has_text="refunds").count() == 0
     assert not Document.objects.filter(kb=kb, source_key="refunds").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_disable_asks_first_and_enable_does_not(hub_server, administrator, browser_page, screenshot):
+    kb = KnowledgeBaseFactory(kb_id="handbook", name="Customer handbook")
+    RouteFactory(route_key="support", knowledge={"kb_ids": ["handbook"]})
+    page = browser_page
+    base = hub_server.url
+    detail = base + reverse("console:knowledge_detail", args=[kb.kb_id])
+    page.goto(detail)
+    page.get_by_label("Username").fill(administrator.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(detail)
+
+    page.get_by_role("link", name="Disable…").click()
+    page.wait_for_url(base + reverse("console:knowledge_set_enabled", args=[kb.kb_id]))
+    text = page.locator("main").inner_text()
+    assert "Agents of the workspace support no longer find its documents" in text
+    assert "documents, chunks and vectors are kept" in text
+    screenshot(page, "knowledge-07-disable-confirm")
+    page.get_by_role("link", name="Cancel").click()
+    page.wait_for_url(detail)
+    assert KnowledgeBase.objects.get(pk=kb.pk).enabled
+
+    page.get_by_role("link", name="Disable…").click()
+    page.get_by_role("button", name="Disable knowledge base").click()
+    page.wait_for_url(detail)
+    assert not KnowledgeBase.objects.get(pk=kb.pk).enabled
+    assert "Knowledge base handbook disabled" in page.locator(".alert-success").inner_text()
+    screenshot(page, "knowledge-08-disabled")
+    # Enabling gives back, so it is one click.
+    page.get_by_role("button", name="Enable").click()
+    page.wait_for_url(detail)
+    assert KnowledgeBase.objects.get(pk=kb.pk).enabled
+    assert page.get_by_role("link", name="Disable…").is_visible()

@@ -76,7 +76,7 @@ def post_actions(world):
     return {
         "disable": (
             reverse("console:knowledge_set_enabled", args=[kb.kb_id]),
-            {"enabled": "false"},
+            {"enabled": "false", "confirm": "yes"},
             lambda: not KnowledgeBase.objects.get(pk=kb.pk).enabled,
         ),
         "delete_kb": (
@@ -171,27 +171,55 @@ def test_post_with_csrf_token_is_accepted(world, administrator, action):
     assert happened()
 
 
-@pytest.mark.parametrize("action", ["disable", "delete_kb"])
-def test_write_actions_have_no_get_handler(world, administrator, action):
-    url, _, happened = post_actions(world)[action]
+def test_kb_delete_has_no_get_handler(world, administrator):
+    url, _, happened = post_actions(world)["delete_kb"]
     assert signed_in(administrator).get(url).status_code == 405
     assert not happened()
 
 
-def test_document_delete_get_is_its_confirmation_page(world, administrator):
-    url, _, happened = post_actions(world)["delete_document"]
+@pytest.mark.parametrize("action", ["delete_document", "disable"])
+def test_destructive_get_is_its_confirmation_page(world, administrator, action):
+    url, _, happened = post_actions(world)[action]
     response = signed_in(administrator).get(url)
     assert response.status_code == 200
     assert "console/confirm.html" in [t.name for t in response.templates]
+    assert "no-store" in response["Cache-Control"]
+    content = response.content.decode()
+    assert f'action="{url}"' in content and 'name="confirm" value="yes"' in content
     assert not happened()
 
 
+@pytest.mark.parametrize("action", ["delete_document", "disable"])
 @pytest.mark.parametrize("confirm", [None, "", "no"])
-def test_document_delete_refuses_a_post_without_the_confirmation(world, administrator, confirm):
-    url, _, happened = post_actions(world)["delete_document"]
-    response = signed_in(administrator).post(url, {} if confirm is None else {"confirm": confirm})
+def test_destructive_post_refused_without_the_confirmation(world, administrator, action, confirm):
+    url, data, happened = post_actions(world)[action]
+    data = {key: value for key, value in data.items() if key != "confirm"}
+    if confirm is not None:
+        data["confirm"] = confirm
+    before = AuditEvent.objects.count()
+    response = signed_in(administrator).post(url, data)
     assert response.status_code == 400
+    assert response.context["code"] == "not_confirmed"
     assert not happened()
+    assert AuditEvent.objects.count() == before
+
+
+def test_disable_confirmation_names_the_workspaces_that_lose_it(world, admin_http):
+    kb = world["kb"]
+    RouteFactory(route_key="orders", knowledge={"kb_ids": [kb.kb_id]})
+    response = admin_http.get(reverse("console:knowledge_set_enabled", args=[kb.kb_id]))
+    confirmation = response.context["confirmation"]
+    assert ("Workspaces", "orders") in confirmation.facts
+    assert confirmation.hidden == {"enabled": "false"}
+
+
+def test_disable_of_a_disabled_kb_asks_nothing(world, admin_http):
+    kb = world["kb"]
+    KnowledgeBase.objects.filter(pk=kb.pk).update(enabled=False)
+    url = reverse("console:knowledge_set_enabled", args=[kb.kb_id])
+    response = admin_http.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("console:knowledge_detail", args=[kb.kb_id])
 
 
 def test_hit_test_has_no_write_handler(world, administrator):
@@ -551,10 +579,11 @@ def test_kb_delete_removes_everything_and_returns_to_the_list(world, admin_http)
 def test_enable_and_disable(world, admin_http):
     kb = world["kb"]
     url = reverse("console:knowledge_set_enabled", args=[kb.kb_id])
-    admin_http.post(url, {"enabled": "false"})
+    admin_http.post(url, {"enabled": "false", "confirm": "yes"})
     assert not KnowledgeBase.objects.get(pk=kb.pk).enabled
-    admin_http.post(url, {"enabled": "false"})
+    admin_http.post(url, {"enabled": "false", "confirm": "yes"})
     assert AuditEvent.objects.filter(action="knowledge.base.disabled").count() == 1
+    # Enabling needs no confirmation (it takes nothing away).
     admin_http.post(url, {"enabled": "true"})
     assert KnowledgeBase.objects.get(pk=kb.pk).enabled
     assert admin_http.post(url, {"enabled": "maybe"}).status_code == 400

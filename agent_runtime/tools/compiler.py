@@ -95,6 +95,7 @@ pointer (cut at 200 characters).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import re
@@ -716,16 +717,40 @@ def _merge_body(resolver: _Resolver, operation: _Operation, inputs: _Inputs) -> 
     return notes
 
 
+@functools.lru_cache(maxsize=4096)
+def _metaschema_error(canonical_schema: str) -> str | None:
+    """Where ``canonical_schema`` (sorted-key compact JSON) fails the 2020-12 metaschema, or None.
+
+    The metaschema check costs about 4 ms a schema; a refresh of an unchanged spec (and every
+    compile of the same spec) asks about the same schemas again, so the verdicts are kept."""
+    try:
+        Draft202012Validator.check_schema(json.loads(canonical_schema))
+    except SchemaError as error:
+        return error.json_path
+    return None
+
+
+def _metaschema_check(schema: dict[str, Any]) -> str | None:
+    try:
+        canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON: checked as it is, not kept
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as error:
+            return error.json_path
+        return None
+    return _metaschema_error(canonical)
+
+
 def _input_schema(inputs: _Inputs, pointer: str) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": inputs.properties}
     if inputs.required:
         schema["required"] = list(dict.fromkeys(inputs.required))
     schema["additionalProperties"] = inputs.additional
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as error:
-        raise _Problem(  # noqa: B904 - the metaschema error is reported by location, not chained
-            "schema_invalid", pointer, f"input_schema fails the JSON Schema metaschema at {error.json_path}"
+    metaschema_error = _metaschema_check(schema)
+    if metaschema_error is not None:
+        raise _Problem(
+            "schema_invalid", pointer, f"input_schema fails the JSON Schema metaschema at {metaschema_error}"
         )
     if compact_json_utf8_bytes(schema) > MAX_INPUT_SCHEMA_BYTES:
         raise _Problem("schema_too_large", pointer, f"input_schema exceeds {MAX_INPUT_SCHEMA_BYTES} bytes")

@@ -244,16 +244,14 @@ def iter_queue(lines: queue.Queue[str]):
 
 
 def decide_in_console(page, base: str, approval_id: int, decision: str) -> None:
-    """As ``manager``: the approval's page, its Approve or Deny button, and a confirmation page if the
-    console asks for one (it names the decision on its own button)."""
+    """As ``manager``: the approval's page, its Approve… or Deny… link, then the confirmation page's
+    own button ("Approve the call" / "Deny the call"), as the walk-through says."""
     page.goto(base + reverse("console:approval_detail", args=[approval_id]))
-    label = "Approve" if decision == "approved" else "Deny"
-    page.get_by_role("button", name=label, exact=True).click()
+    verb = "Approve" if decision == "approved" else "Deny"
+    page.get_by_role("link", name=f"{verb}…", exact=True).click()
     page.wait_for_load_state()
-    confirm = page.locator("section.confirm form button[type=submit]")
-    if confirm.count():
-        confirm.click()
-        page.wait_for_load_state()
+    page.get_by_role("button", name=f"{verb} the call", exact=True).click()
+    page.wait_for_load_state()
     assert page.url.startswith(base + reverse("console:approval_detail", args=[approval_id]))
 
 

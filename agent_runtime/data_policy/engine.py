@@ -244,14 +244,24 @@ def _scan_custom(detector: CustomDetector, joined: _Joined, deadline: float) -> 
 
 # --- resolving findings -----------------------------------------------------------------------------
 def _resolve(findings: list[Finding]) -> list[Finding]:
-    """Drop findings that are another finding read twice: anything inside a secret (a JWT's parts,
-    an email in a credentialed URL), and a number-shaped finding overlapping a higher-priority
-    number-shaped one (a card's digits are not also a phone number)."""
+    """Drop findings that are another finding read twice: a finding overlapping an earlier (or
+    longer) one of the same detector (a bearer header around a JWT, a phrase inside a hidden
+    comment), anything inside a secret (a JWT's parts, an email in a credentialed URL), and a
+    number-shaped finding overlapping a higher-priority number-shaped one (a card's digits are not
+    also a phone number)."""
     if len(findings) < 2:
         return findings
-    secrets = [(f.start, f.end) for f in findings if f.detector == SECRETS]
+    findings = sorted(findings, key=lambda f: (f.start, -f.end))
+    kept_end: dict[str, int] = {}
+    distinct = []
+    for finding in findings:
+        if finding.start < kept_end.get(finding.detector, -1):
+            continue
+        kept_end[finding.detector] = finding.end
+        distinct.append(finding)
+    secrets = [(f.start, f.end) for f in distinct if f.detector == SECRETS]
     numeric = sorted(
-        (f for f in findings if f.detector in _NUMERIC_RANK), key=lambda f: _NUMERIC_RANK[f.detector]
+        (f for f in distinct if f.detector in _NUMERIC_RANK), key=lambda f: _NUMERIC_RANK[f.detector]
     )
     dropped: set[int] = set()
     for i, finding in enumerate(numeric):
@@ -261,7 +271,7 @@ def _resolve(findings: list[Finding]) -> list[Finding]:
             if other.detector != finding.detector and other.start < finding.end and finding.start < other.end:
                 dropped.add(id(other))
     result = []
-    for finding in findings:
+    for finding in distinct:
         if id(finding) in dropped:
             continue
         if finding.detector != SECRETS and any(

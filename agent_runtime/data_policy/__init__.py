@@ -18,6 +18,7 @@ Modules: :mod:`.detectors` (the built-in detectors), :mod:`.policy` (the value, 
 
 from agent_runtime.data_policy.detectors import BUILTIN_DETECTORS
 from agent_runtime.data_policy.engine import (
+    MAX_REDACTIONS,
     PLACEHOLDER,
     WITHHELD,
     PolicyOutcome,
@@ -55,6 +56,7 @@ __all__ = [
     "CUSTOM_TIME_BUDGET_SECONDS",
     "FLAG",
     "KNOWLEDGE",
+    "MAX_REDACTIONS",
     "PLACEHOLDER",
     "REDACT",
     "SURFACES",

@@ -23,6 +23,7 @@ import base64
 import binascii
 import json
 import re
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
@@ -185,7 +186,7 @@ _SLACK_WEBHOOK_RE = re.compile(
 )
 _PRIVATE_KEY_RE = re.compile(
     r"-----BEGIN[ ]((?:[A-Z0-9]{1,16}[ ]){0,3})PRIVATE[ ]KEY(?:[ ]BLOCK)?-----"
-    r"[^\x00]{0,16384}?(?:-----END[ ](?:[A-Z0-9]{1,16}[ ]){0,3}PRIVATE[ ]KEY(?:[ ]BLOCK)?-----|(?=\n\x00)|\Z)"
+    r"[^\x00]*?(?:-----END[ ](?:[A-Z0-9]{1,16}[ ]){0,3}PRIVATE[ ]KEY(?:[ ]BLOCK)?-----|(?=\n\x00)|\Z)"
 )
 _JWT_RE = re.compile(
     r"(?<![A-Za-z0-9_.-])eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{2,16384}\.[A-Za-z0-9_-]{0,4096}"
@@ -214,11 +215,13 @@ def _jwt_header_ok(token: str) -> bool:
     return isinstance(data, dict) and ("alg" in data or "typ" in data or "enc" in data)
 
 
-# Each prefixed format starts with one of these: the token pattern runs only if one is in the text.
+# Each prefixed format starts with one of these: the token pattern runs only if one is in the text
+# (each find is one pass over the text; "k_" stands for sk_ and rk_, "bh" for this hub's bha_, bhr_
+# and bhc_).
 _SECRET_PREFIXES = (
-    "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA", "ghp_", "gho_", "ghu_",
-    "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "xapp-", "sk_", "rk_", "whsec_", "AIza", "GOCSPX-",
-    "ya29.", "sk-", "hf_", "npm_", "pypi-", "SG.", "bha_", "bhr_", "bhc_", "bct_",
+    "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA", "AIza", "ghp_", "gho_",
+    "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "xapp-", "k_", "whsec_", "GOCSPX-", "ya29.",
+    "sk-", "hf_", "npm_", "pypi-", "SG.", "bh", "bct_",
 )  # fmt: skip
 
 
@@ -276,8 +279,14 @@ _EMAIL_RE = re.compile(
 )
 
 
+# Up to this many "@", each is looked at alone; past it, one pass over the whole text is cheaper.
+_EMAIL_ANCHORED_MAX = 32
+
+
 def scan_email(text: str, scope: Scope) -> list[Finding]:
     found: list[Finding] = []
+    if text.count("@", 0, len(text)) > _EMAIL_ANCHORED_MAX:
+        return [Finding(m.start(), m.end(), EMAIL, m.group().lower()) for m in _EMAIL_RE.finditer(text)]
     at = text.find("@")
     while at != -1:
         # Only around each "@": a local part is at most 64 characters, a domain at most 253.
@@ -360,10 +369,18 @@ _IBAN_RE = re.compile(
 )
 
 
+# ISO 13616 reads letters as numbers: A = 10 … Z = 35.
+_IBAN_LETTER_VALUES = {ord(letter): str(10 + i) for i, letter in enumerate(string.ascii_uppercase)}
+
+
 def _iban_valid(compact: str) -> bool:
     # ISO 13616 mod-97 and the country's registered length and BBAN structure (stdnum's registry).
     # Country-specific national check digits are not required: a real IBAN always passes them, and
-    # the registry structure already rules out almost every random match.
+    # the registry structure already rules out almost every random match. The remainder is computed
+    # here first, because most candidates fail it and stdnum's validation is slower.
+    rearranged = (compact[4:] + compact[:4]).translate(_IBAN_LETTER_VALUES)
+    if not rearranged.isdigit() or int(rearranged) % 97 != 1:
+        return False
     try:
         stdnum_iban.validate(compact, check_country=False)
     except ValidationError:
@@ -649,7 +666,7 @@ _NOUN = (
 _AI = r"(?:AI|assistant|model|chatbot|bot|DAN|language\s+model|LLM|agent|GPT|ChatGPT|Claude)"
 _VERBS = ("ignor", "disregard", "forget", "skip", "overrid", "bypass", "discard", "drop", "abandon")
 # What a message addressing the model names it: the phrase is tried around each (as whole words).
-_AI_WORDS = ("ai", "assistant", "agent", "model", "llm", "chatbot", "language model")
+_AI_WORDS = ("ai", "assistant", "agent", "model", "llm", "chatbot")
 _WHOLE_WORDS = frozenset({*_AI_WORDS, "dan", "evil"})
 
 
@@ -687,10 +704,10 @@ _PHRASES = (
         r"you\s+are\s+now\s+(?:(?:an?|the|my|in)\s+)?(?:(?:new|unrestricted|unfiltered|uncensored|jailbroken|"
         r"evil|different|free|rogue|helpful)\s+)?(?:" + _AI + r"|(?:developer|god|admin|debug|jailbreak|DAN|"
         r"unrestricted)\s+mode|unrestricted|unfiltered|jailbroken|free\s+(?:from|of))\b",
-        ("you are now",),
+        ("you are n",),
     ),
     _phrase(r"you\s+are\s+no\s+longer\s+(?:an?\s+)?(?:" + _AI + r"|bound|restricted|limited|required\s+to)\b",
-            ("you are no longer",)),
+            ("you are n",)),
     _phrase(
         r"from\s+now\s+on,?\s+(?:you|the\s+assistant)\s+(?:will|must|shall|should|are\s+to)\s+(?:act|behave|"
         r"respond|answer|reply|obey|ignore|pretend|only|always|never)\b",
@@ -737,8 +754,8 @@ _PHRASES = (
         r"their|his|her|my)\s+){0,3}(?:(?:conversation|chat)(?:\s+(?:history|log|logs|transcript))?|"
         r"previous\s+messages|system\s+prompt|(?:user'?s?\s+|customer'?s?\s+)?(?:credentials|passwords?|"
         r"api\s+keys?|secrets|access\s+tokens|personal\s+data|private\s+data))\s+to\b",
-        ("conversation", "chat", "previous messages", "prompt", "credentials", "password", "api key",
-         "secrets", "access tokens", "personal data", "private data"),
+        ("conversation", "chat", "messages", "prompt", "credentials", "password", "api key", "secrets",
+         "access tokens", "personal data", "private data"),
         before=60, after=40,
     ),
     _phrase(r"\b(?:DAN|developer|god|jailbreak)\s+mode\s+(?:enabled|activated|on)\b|\bdo\s+anything\s+now\b",
@@ -774,7 +791,7 @@ _PHRASES = (
         r"(?:发送|转发|上传|泄露)(?:所有|全部)?的?(?:对话|聊天记录|用户数据|密码|密钥|凭证)(?:到|给)"
         r"|把(?:所有|全部)?的?(?:对话|聊天记录|用户数据|密码|密钥|凭证|系统提示词?)(?:都|全部)?(?:发送|转发|上传|发)"
         r"(?:到|给)",
-        ("对话", "聊天记录", "用户数据", "密码", "密钥", "凭证", "提示"), before=10, after=12,
+        ("对话", "聊天记录", "用户", "密码", "密钥", "凭证", "提示"), before=10, after=12,
     ),
 )  # fmt: skip
 
@@ -789,13 +806,16 @@ _OTHER_KEYWORDS = tuple(k for k in _PHRASES_BY_KEYWORD if not k.isascii())
 
 
 def _scan_phrases(text: str, lower: str) -> list[tuple[int, int]]:
-    """Spans of instruction-like phrases: each phrase is tried around each of its keywords only."""
-    spans: set[tuple[int, int]] = set()
+    """Spans of instruction-like phrases. A phrase that starts with its keyword is tried once at each
+    occurrence; the others only in the windows around their keywords' occurrences, merged where they
+    overlap — so the work stays linear in the text even when a keyword repeats on every word."""
     size = len(text)
     keywords = _ASCII_KEYWORDS
     if not text.isascii():
         present = set(text)
         keywords += tuple(keyword for keyword in _OTHER_KEYWORDS if keyword[0] in present)
+    windows: dict[_Phrase, list[tuple[int, int]]] = {}
+    spans: set[tuple[int, int]] = set()
     for keyword in keywords:
         at = lower.find(keyword)
         if at == -1:
@@ -804,20 +824,33 @@ def _scan_phrases(text: str, lower: str) -> list[tuple[int, int]]:
         whole = keyword in _WHOLE_WORDS
         phrases = _PHRASES_BY_KEYWORD[keyword]
         while at != -1:
-            # ASCII keywords start a word ("ai" in "email" is not one); some are whole words.
             after = at + len(keyword)
+            # ASCII keywords start a word ("ai" in "email" is not one); some are whole words.
             if not (word and at and lower[at - 1].isascii() and lower[at - 1].isalpha()) and not (
                 whole and after < size and lower[after].isascii() and lower[after].isalpha()
             ):
                 for phrase in phrases:
-                    lo = max(0, at - phrase.before)
-                    hi = min(size, at + len(keyword) + phrase.after)
-                    match = phrase.pattern.search(text, lo, hi)
-                    while match is not None and match.end() <= at:
-                        match = phrase.pattern.search(text, match.end(), hi)
-                    if match is not None and match.start() <= at < match.end():
-                        spans.add((match.start(), match.end()))
+                    if phrase.before:
+                        windows.setdefault(phrase, []).append(
+                            (max(0, at - phrase.before), min(size, after + phrase.after))
+                        )
+                    else:
+                        # The phrase starts with its keyword: one attempt, there.
+                        match = phrase.pattern.match(text, at, min(size, after + phrase.after))
+                        if match is not None:
+                            spans.add((match.start(), match.end()))
             at = lower.find(keyword, at + 1)
+    for phrase, found in windows.items():
+        found.sort()
+        merged = [list(found[0])]
+        for lo, hi in found[1:]:
+            if lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        for lo, hi in merged:
+            for match in phrase.pattern.finditer(text, lo, hi):
+                spans.add((match.start(), match.end()))
     return sorted(spans)
 
 
@@ -846,7 +879,9 @@ _INVISIBLE_RE = re.compile(
     "[\u200b\u2060-\u2064\u180e\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]+"
     "|(?<=[\x20-\x7e])[\u200c\u200d]+|[\u200c\u200d]+(?=[\x20-\x7e])"
 )
-_HTML_COMMENT_RE = re.compile(r"<!--(?!-?>)[^\x00]{0,65536}?(?:-->|(?=\n\x00)|\Z)")
+# An unclosed comment hides everything after it: it runs to the end of its string (so every attempt
+# succeeds and the scan stays linear).
+_HTML_COMMENT_RE = re.compile(r"<!--(?!-?>)[^\x00]*?(?:-->|(?=\n\x00)|\Z)")
 _MARKDOWN_COMMENT_RE = re.compile(
     r"^[ ]{0,3}\[[^\]\n\x00]{0,100}\]:[ \t]{0,8}(?:#|<>)[ \t]{0,8}"
     r"(?:\([^\n\x00]{0,4096}\)|\"[^\n\x00]{0,4096}\"|'[^\n\x00]{0,4096}')[ \t]*$",
@@ -856,10 +891,12 @@ _MARKDOWN_COMMENT_RE = re.compile(
 _HIDDEN_ELEMENT_RE = re.compile(
     r"<([a-z][a-z0-9]{0,15})\b[^<>\x00]{0,1000}?(?:\shidden(?=[\s>/=])|\saria-hidden\s*=\s*[\"']?true|"
     r"style\s*=\s*[\"'][^\"'<>\x00]{0,500}?(?:display\s*:\s*none|visibility\s*:\s*hidden|"
-    r"font-size\s*:\s*0(?![.\d]*[1-9])|opacity\s*:\s*0(?![.\d]*[1-9])))[^<>\x00]{0,1000}>"
-    r"(?:[^\x00]{0,4096}?</\1\s*>)?",
+    r"font-size\s*:\s*0(?![.\d]*[1-9])|opacity\s*:\s*0(?![.\d]*[1-9])))[^<>\x00]{0,1000}>",
     re.IGNORECASE,
 )
+# How far after a hidden element's opening tag its closing tag is looked for (the element's text is
+# the hidden part); without one that near, the finding is the opening tag.
+_HIDDEN_ELEMENT_MAX_CHARS = 4096
 
 
 def _has_invisible(text: str) -> bool:
@@ -908,7 +945,14 @@ def scan_injection(text: str, scope: Scope) -> list[Finding]:
         "hidden" in lower or "display" in lower or "font-size" in lower or "opacity" in lower
     ):
         for match in _HIDDEN_ELEMENT_RE.finditer(text):
-            found.append(Finding(match.start(), match.end(), INJECTION, match.group()))
+            end = match.end()
+            limit = min(len(text), end + _HIDDEN_ELEMENT_MAX_CHARS)
+            close = lower.find("</" + match.group(1).lower(), end, limit)
+            if close != -1 and text.find("\x00", end, close) == -1:
+                closing = text.find(">", close, min(len(text), close + 24))
+                if closing != -1:
+                    end = closing + 1
+            found.append(Finding(match.start(), end, INJECTION, text[match.start() : end]))
     return found
 
 

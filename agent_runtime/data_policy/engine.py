@@ -49,6 +49,10 @@ from agent_runtime.data_policy.policy import (
 )
 
 PLACEHOLDER = "[REDACTED:{detector}#{n}]"
+# An answer with more findings than this is not redacted but withheld (unless every detector that
+# found something only flags): replacing hundreds of thousands of spans — an answer made of invisible
+# characters, say — would cost seconds, and such an answer is no use to an agent.
+MAX_REDACTIONS = 10_000
 # Integers shorter than this cannot hold a phone number, card or identity number.
 _INT_MIN_SCANNED = 10**6
 _NUMERIC_RANK = {name: rank for rank, name in enumerate(NUMERIC_PRIORITY)}
@@ -326,10 +330,11 @@ def _redacted_texts(texts: list[str], redactions: list[tuple[int, int, int, str,
     return texts
 
 
-def _counts(policy: DataPolicy, findings: Iterable[Finding]) -> dict[str, int]:
+def _counts(policy: DataPolicy, weighted: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Occurrences per detector, in the policy's order, from (detector, times its string occurs)."""
     counts: dict[str, int] = {}
-    for finding in findings:
-        counts[finding.detector] = counts.get(finding.detector, 0) + 1
+    for detector, times in weighted:
+        counts[detector] = counts.get(detector, 0) + times
     return {name: counts[name] for name in policy.names if name in counts}
 
 
@@ -387,24 +392,38 @@ def data_policy_apply(
     _collect(value, texts, integers)
     if not texts:
         return PolicyOutcome(value=value)
-    if integers:
-        numeric = set(integers)
-        strings = [i for i in range(len(texts)) if i not in numeric]
-        batches = [
-            (_Joined.of([texts[i] for i in strings], strings), False),
-            (_Joined.of([texts[i] for i in integers], integers), True),
-        ]
-    else:
-        batches = [(_Joined.of(texts), False)]
+    # A JSON answer repeats itself (every object of a list has the same keys, statuses and currencies
+    # recur): each distinct string is scanned once and counted as often as it occurs. Distinct
+    # strings keep the order of their first occurrence, which is the order placeholders number in.
+    numeric = set(integers)
+    unique: dict[tuple[bool, str], int] = {}
+    distinct: list[str] = []
+    occurs: list[int] = []
+    of_text: list[int] = []
+    for index, text in enumerate(texts):
+        key = (index in numeric, text)
+        slot = unique.get(key)
+        if slot is None:
+            slot = unique[key] = len(distinct)
+            distinct.append(text)
+            occurs.append(0)
+        occurs[slot] += 1
+        of_text.append(slot)
+    batches = []
+    for are_integers in (False, True):
+        slots = [slot for (is_integer, _), slot in unique.items() if is_integer == are_integers]
+        if slots:
+            batches.append((_Joined.of([distinct[slot] for slot in slots], slots), are_integers))
     scanned = []
     timed_out: list[str] = []
+    weighted: list[tuple[str, int]] = []
     for joined, are_integers in batches:
         found, late = _scan(policy, joined, own_hosts, integers=are_integers)
         scanned.append((joined, found))
         timed_out.extend(name for name in late if name not in timed_out)
-    findings = [finding for _, found in scanned for finding in found]
+        weighted.extend((f.detector, occurs[joined.indexes[joined.segment_of(f.start)]]) for f in found)
 
-    counts = _counts(policy, findings)
+    counts = _counts(policy, weighted)
     for name in timed_out:
         counts[name] = counts.get(name, 0) + 1
     if not counts:
@@ -415,6 +434,8 @@ def data_policy_apply(
     # so unless it only flags, the answer is withheld.
     if any(policy.action_for(name) != FLAG for name in timed_out):
         actions.add(BLOCK)
+    if REDACT in actions and sum(counts.values()) > MAX_REDACTIONS:
+        actions.add(BLOCK)
     action = max(actions, key=ACTION_STRENGTH.__getitem__)
     outcome = {"action": action, "findings": MappingProxyType(counts), "timed_out": tuple(timed_out)}
     if action == BLOCK:
@@ -424,7 +445,7 @@ def data_policy_apply(
     redactions = []
     for joined, found in scanned:
         redactions.extend(_redactions(joined, [f for f in found if policy.action_for(f.detector) == REDACT]))
-    new_texts = _redacted_texts(texts, redactions)
+    redacted = _redacted_texts(distinct, redactions)
     if isinstance(value, str):
-        return PolicyOutcome(value=new_texts[0], **outcome)
-    return PolicyOutcome(value=_rebuild(value, iter(new_texts)), **outcome)
+        return PolicyOutcome(value=redacted[0], **outcome)
+    return PolicyOutcome(value=_rebuild(value, (redacted[slot] for slot in of_text)), **outcome)

@@ -70,6 +70,27 @@ _FINDINGS = (
 )
 
 
+# Worst cases (``--adversarial``): 1 MiB answers made of one unit repeated, each aimed at one
+# detector's candidate search (a keyword on every word, a digit run of nothing but groups, an "@"
+# every other character, an invisible character after every letter, …).
+ADVERSARIAL_BYTES = 1024 * 1024
+ADVERSARIAL_UNITS = {
+    "ignore ": "phrase keyword on every word",
+    "ai ": "phrase keyword with a window on every word",
+    "the user ": "phrase keyword with a window, two words",
+    "<div hidden>": "hidden elements",
+    "<!--": "unclosed comments",
+    "-----BEGIN RSA PRIVATE KEY-----\n": "unterminated key blocks",
+    "eyJ.": "JWT starts",
+    "a@": "email anchors",
+    "1 ": "one digit run of single digits",
+    "4111 1111 1111 1112 ": "card-shaped runs, Luhn failing",
+    "030 1234 ": "phone-shaped groups",
+    "DE89 ": "IBAN starts",
+    "a\u200b": "an invisible character after every letter",
+}
+
+
 def _compact_bytes(value: object) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
@@ -137,6 +158,11 @@ class Command(BaseCommand):
         parser.add_argument("--iterations", type=int, default=2000, help="timed calls per case")
         parser.add_argument("--warmup", type=int, default=200, help="untimed calls per case before timing")
         parser.add_argument("--json", dest="json_path", default="", help="write the figures to this file")
+        parser.add_argument(
+            "--adversarial",
+            action="store_true",
+            help="also time one call on each 1 MiB worst-case answer (every built-in detector, redact)",
+        )
 
     def handle(self, *args, **options):
         iterations, warmup = options["iterations"], options["warmup"]
@@ -159,7 +185,27 @@ class Command(BaseCommand):
         for policy_name, policy in policies.items():
             for answer_name, (value, surface) in answers.items():
                 rows.append(self._run(policy_name, policy, answer_name, value, surface, iterations, warmup))
-        self._report(rows, load_before, _load(), options)
+        adversarial = self._adversarial() if options["adversarial"] else []
+        self._report(rows, load_before, _load(), options, adversarial)
+
+    def _adversarial(self) -> list[dict]:
+        policy = DataPolicy(detectors=BUILTIN_DETECTORS)
+        rows = []
+        for unit, what in ADVERSARIAL_UNITS.items():
+            text = unit * (ADVERSARIAL_BYTES // len(unit.encode("utf-8")))
+            cpu_started, started = time.process_time(), time.perf_counter()
+            outcome = data_policy_apply(policy=policy, value=text, surface=KNOWLEDGE)
+            rows.append(
+                {
+                    "unit": unit,
+                    "what": what,
+                    "seconds": time.perf_counter() - started,
+                    "cpu_seconds": time.process_time() - cpu_started,
+                    "action": outcome.action,
+                    "findings": sum(outcome.findings.values()),
+                }
+            )
+        return rows
 
     def _run(self, policy_name, policy, answer_name, value, surface, iterations, warmup) -> dict:
         self.stdout.write(f"  {answer_name} answer, {policy_name} ...")
@@ -187,7 +233,9 @@ class Command(BaseCommand):
             "findings": dict(outcome.findings),
         }
 
-    def _report(self, rows: list[dict], load_before: str, load_after: str, options) -> None:
+    def _report(
+        self, rows: list[dict], load_before: str, load_after: str, options, adversarial: list[dict]
+    ) -> None:
         out = self.stdout.write
         out("")
         out(
@@ -203,6 +251,14 @@ class Command(BaseCommand):
                 f"{row['p99_ms']:7.3f} {row['cpu_ms']:7.3f}  {row['action'] or '-':7} {findings}{mark}"
             )
         out(f"goal: p50 <= {GOAL_P50_MS} ms with every built-in detector on ('!' marks a miss)")
+        if adversarial:
+            out("")
+            out(f"worst cases, 1 MiB each, one call: {'seconds':>7} {'CPU s':>6}  action  findings  answer")
+            for row in adversarial:
+                out(
+                    f"  {row['what']:48} {row['seconds']:7.2f} {row['cpu_seconds']:6.2f}  "
+                    f"{row['action'] or '-':7} {row['findings']:8d}  {row['unit']!r}"
+                )
         out(f"load average before {load_before}, after {load_after} (1, 5, 15 min)")
         if options["json_path"]:
             Path(options["json_path"]).write_text(
@@ -214,6 +270,7 @@ class Command(BaseCommand):
                         "load_before": load_before,
                         "load_after": load_after,
                         "runs": rows,
+                        "adversarial": adversarial,
                     },
                     indent=2,
                 )

@@ -5,14 +5,13 @@ never carry a value. Pure: no database."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from agent_runtime.data_policy import (
     BUILTIN_DETECTORS,
-    CUSTOM_TIME_BUDGET_SECONDS,
     KNOWLEDGE,
+    MAX_REDACTIONS,
     TOOL_RESULTS,
     WITHHELD,
     CustomPatternError,
@@ -228,12 +227,18 @@ def test_a_custom_detector_out_of_time_withholds_the_answer_unless_it_only_flags
     # Backtracks exponentially on a long run of x without a y (which the config-time probes lack).
     slow = custom_detector("slow", "(?:x|xx)+y")
     text = "x" * 80
-    started = time.monotonic()
     outcome = apply(DataPolicy(detectors=(), custom=(slow,)), text)
-    assert time.monotonic() - started < CUSTOM_TIME_BUDGET_SECONDS + 1
     assert (outcome.blocked, outcome.timed_out, dict(outcome.findings)) == (True, ("slow",), {"slow": 1})
     flagging = apply(DataPolicy(detectors=(), custom=(slow,), action="flag"), text)
     assert (flagging.value, flagging.action, flagging.timed_out) == (text, "flag", ("slow",))
+
+
+def test_an_answer_with_too_many_findings_to_redact_is_withheld():
+    flood = "a\u200b" * (MAX_REDACTIONS + 1)  # an invisible character after every letter
+    outcome = apply(policy(), flood)
+    assert (outcome.blocked, dict(outcome.findings)) == (True, {"injection": MAX_REDACTIONS + 1})
+    assert apply(policy(action="flag"), flood).value is flood
+    assert apply(policy(), "a\u200b" * MAX_REDACTIONS).action == "redact"
 
 
 # --- counts, never values ---------------------------------------------------------------------------

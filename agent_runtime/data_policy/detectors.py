@@ -1,15 +1,16 @@
 """The built-in detectors of the data policy: what each one finds in a text, and nothing else.
 
-A detector is a function ``scan(text, scope) -> list[Finding]`` over one text (the engine hands it
-every string of an answer joined by :data:`SEPARATOR`, so one call covers a whole JSON value). A
-finding is a span, its detector and a *key*: the value's canonical form (a card's digits, an email in
-lower case), which numbers the placeholders so that one value written twice gets one number.
+:func:`scan` runs the named detectors over one text (the engine hands it every string of an answer
+joined by :data:`SEPARATOR`, so one call covers a whole JSON value) and returns findings: a span, its
+detector and a *key*, the value's canonical form (a card's digits, an email in lower case), which
+numbers the placeholders so that one value written twice gets one number. The number-shaped
+detectors share one pass that finds the runs of digits and then look only there; the others look
+only around the literal each of their patterns needs ("@", "://", "eyJ", a phrase's keyword …).
 
-Every pattern here is bounded: no nested unbounded quantifier, every repetition capped, and no
-character class that crosses :data:`SEPARATOR` (NUL) — so a match never joins two strings of an
-answer and the cost stays linear in the text. Cheap substring tests skip a pattern when the text
-cannot hold a match at all. Digit-based detectors use ASCII boundaries (``[A-Za-z0-9_]``), not
-``\\w``: Chinese text runs into numbers without a space ("电话13800138000").
+Every pattern here stays linear: repetitions are capped or cannot overlap themselves, and no
+character class crosses the NUL of :data:`SEPARATOR`, so a match never joins two strings of an
+answer. Digit-based detectors use ASCII boundaries (``[A-Za-z0-9_]``), not ``\\w``: Chinese text
+runs into numbers without a space ("电话13800138000").
 
 Checksums and numbering plans come from well-kept libraries: python-stdnum (Luhn, ISO 13616
 mod-97 and each country's BBAN structure, the GB 11643 check digit and birth date) and phonenumbers
@@ -97,7 +98,6 @@ class Scope:
 
 
 # ASCII boundaries: a digit-shaped value must not continue a word, a number or an identifier.
-_B = r"(?<![A-Za-z0-9_])"
 _E = r"(?![A-Za-z0-9_])"
 _DIGITS_RE = re.compile(r"\d")
 

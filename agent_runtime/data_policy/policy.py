@@ -52,8 +52,9 @@ _PROBES = (
     ("ab" * 2048) + "\x00",
 )
 # Where a custom pattern's match could depend on what lies outside the string it is matched in
-# (anchors, lookaround): such patterns run on each string by itself (engine).
-_CONTEXT_SENSITIVE = ("^", "$", "\\A", "\\Z", "\\z", "\\G", "(?=", "(?!", "(?<", "\\b", "\\B", "\\m", "\\M")
+# (anchors, lookaround): such patterns run on each string by itself (engine). Word boundaries need
+# not: the separator between strings is not a word character, as the ends of a string are not.
+_CONTEXT_SENSITIVE = ("^", "$", "\\A", "\\Z", "\\z", "\\G", "(?=", "(?!", "(?<")
 
 
 class CustomPatternError(ValueError):

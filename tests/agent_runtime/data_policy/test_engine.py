@@ -271,3 +271,9 @@ def test_a_policy_refuses_unknown_names_and_actions():
         DataPolicy(detectors=("email",), action="hide")
     with pytest.raises(ValueError):
         DataPolicy(detectors=("email",), apply_to=frozenset({"turns"}))
+
+
+def test_word_boundaries_work_at_the_edges_of_each_string():
+    word = custom_detector("code", r"\bK[0-9]{3}\b")
+    outcome = apply(DataPolicy(detectors=(), custom=(word,)), ["K123", "xK123", "K123x", "a K456 b"])
+    assert outcome.value == ["[REDACTED:code#1]", "xK123", "K123x", "a [REDACTED:code#2] b"]

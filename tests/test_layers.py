@@ -71,6 +71,7 @@ PUBLIC = {
         "agent_runtime.api.authentication",
         "agent_runtime.config",
         "agent_runtime.ports",
+        "agent_runtime.data_policy",
     ),
     "knowledge": (
         "knowledge.models",

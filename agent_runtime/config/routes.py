@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from agent_runtime.config.clients import _budget
+from agent_runtime.config.data_policy import validate_data_policy_config
 from agent_runtime.config.defaults import (
     AUDIENCE_DEFAULTS,
     FUSION_DEFAULTS,
@@ -68,6 +69,7 @@ ROUTE_FIELDS = (
     "knowledge",
     "tools",
     "agent_client",
+    "data_policy",
     "run_config",
 )
 _ROUTE_KEYS = ("route_key", *(name for name in ROUTE_FIELDS if name != "run_config"), *_RUN_KEYS)
@@ -453,6 +455,7 @@ def validate_route_config(data: dict, *, path: str) -> dict:
         "knowledge": {},
         "tools": {},
         "agent_client": {},
+        "data_policy": {},
         "run_config": {},
     }
     if "description" in data:
@@ -489,5 +492,9 @@ def validate_route_config(data: dict, *, path: str) -> dict:
                 field_path(field_path(path, "agent_client"), "enabled"),
                 "agent workspaces need a route_key matching ^[a-z0-9][a-z0-9_-]{1,63}$",
             )
+    if "data_policy" in data:
+        result["data_policy"] = validate_data_policy_config(
+            data["data_policy"], field_path(path, "data_policy")
+        )
     result["run_config"] = _run_config(data, path)
     return result

@@ -31,6 +31,8 @@ class Route(models.Model):
     knowledge = models.JSONField(default=dict, blank=True)
     tools = models.JSONField(default=dict, blank=True)
     agent_client = models.JSONField(default=dict, blank=True)
+    # What the workspace filters out of what its agents see (agent_runtime.data_policy); {} = nothing.
+    data_policy = models.JSONField(default=dict, blank=True)
     run_config = models.JSONField(default=dict, blank=True)
     # Bumped by a database trigger on every INSERT/UPDATE (a value of one shared sequence, never
     # reused), so per-process caches keyed by it see any change, even one made with raw SQL

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_runtime import errors
 from agent_runtime.config import route_effective
+from agent_runtime.data_policy import DataPolicy, data_policy_from_config
 from agent_runtime.identity import PREFETCH_ALL, AgentIdentity
 from agent_runtime.models import Route
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
@@ -124,3 +125,12 @@ def routes_for_identity(identity: AgentIdentity) -> list[WorkspaceAccess]:
             continue
         admitted.append(WorkspaceAccess(route=route, effective=effective))
     return admitted
+
+
+def route_data_policy(route: Route) -> DataPolicy | None:
+    """The data policy of ``route`` (its validated ``data_policy`` block), or None: no filtering.
+
+    Built once per process for a given block (custom patterns compile once); a changed block is a new
+    policy at the next read, so a policy change takes effect for the next answer.
+    """
+    return data_policy_from_config(route.data_policy)

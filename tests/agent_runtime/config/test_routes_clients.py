@@ -213,6 +213,7 @@ def test_route_defaults_are_the_model_columns():
         "knowledge": {},
         "tools": {},
         "agent_client": {},
+        "data_policy": {},
         "run_config": {},
     }
 
@@ -290,6 +291,7 @@ def test_run_only_fields_are_kept_under_run_config():
         "knowledge",
         "tools",
         "agent_client",
+        "data_policy",
         "run_config",
     }
 

@@ -336,6 +336,7 @@ def test_upsert_services_return_the_action():
         "knowledge": {},
         "tools": {},
         "agent_client": {},
+        "data_policy": {},
         "run_config": {"retry": {"max": 1}},
     }
     route, action = route_upsert(data=route_data, actor=Actor.system("test"))

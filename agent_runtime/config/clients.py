@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 from agent_runtime.config.fields import (
-    PG_INT_MAX,
     URL_MAX,
     ConfigError,
     field_path,
@@ -14,12 +13,15 @@ from agent_runtime.config.fields import (
     line_reader,
     read_boolean,
     read_choice,
+    read_description_enabled,
     read_integer,
     read_list,
     read_number,
     read_object,
+    read_rate_limit_per_min,
     read_resource_name,
     read_string,
+    require_keys,
 )
 from agent_runtime.patterns import ROUTE_KEY_CONFIG
 from agent_runtime.validation import authorize_url_problem
@@ -87,9 +89,7 @@ def validate_client_config(data: dict, *, path: str) -> dict:
     their defaults), so applying a file is declarative: removing a line resets the field.
     """
     data = read_object(data, path, allowed=_CLIENT_KEYS)
-    for required in ("app_id", "name"):
-        if required not in data:
-            raise ConfigError(field_path(path, required), "is required")
+    require_keys(data, path, ("app_id", "name"))
     result: dict[str, Any] = {
         "app_id": read_resource_name(data["app_id"], field_path(path, "app_id")),
         "name": read_string(data["name"], field_path(path, "name"), max_len=128, display=True),
@@ -103,17 +103,7 @@ def validate_client_config(data: dict, *, path: str) -> dict:
         "hub_consent": False,
         "mcp_sign_in": False,
     }
-    if "description" in data:
-        result["description"] = read_string(
-            data["description"],
-            field_path(path, "description"),
-            max_len=1000,
-            min_len=0,
-            multiline=True,
-            display=True,
-        )
-    if "enabled" in data:
-        result["enabled"] = read_boolean(data["enabled"], field_path(path, "enabled"))
+    read_description_enabled(data, path, result)
     if "allowed_routes" in data:
         result["allowed_routes"] = read_list(
             data["allowed_routes"], field_path(path, "allowed_routes"), _allowed_route
@@ -123,8 +113,8 @@ def validate_client_config(data: dict, *, path: str) -> dict:
             data["allowed_channels"], field_path(path, "allowed_channels"), line_reader(128)
         )
     if "rate_limit_per_min" in data:
-        result["rate_limit_per_min"] = read_integer(
-            data["rate_limit_per_min"], field_path(path, "rate_limit_per_min"), lo=0, hi=PG_INT_MAX
+        result["rate_limit_per_min"] = read_rate_limit_per_min(
+            data["rate_limit_per_min"], field_path(path, "rate_limit_per_min")
         )
     if "budget" in data:
         # null is accepted because the column is nullable: an exported client without a budget

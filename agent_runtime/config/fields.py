@@ -313,6 +313,34 @@ def _check_outbound_target(scheme: str, host: str, path: str) -> None:
         raise ConfigError(path, f"points at a {kind.replace('_', '-')} address, which the hub never calls")
 
 
+def require_keys(data: dict, path: str, keys: tuple[str, ...]) -> None:
+    """Raise for the first of ``keys`` missing from a config item."""
+    for key in keys:
+        if key not in data:
+            raise ConfigError(field_path(path, key), "is required")
+
+
+def read_description_enabled(data: dict, path: str, result: dict) -> None:
+    """Read the ``description`` and ``enabled`` fields every configured row has into ``result``
+    (which holds their defaults already)."""
+    if "description" in data:
+        result["description"] = read_string(
+            data["description"],
+            field_path(path, "description"),
+            max_len=1000,
+            min_len=0,
+            multiline=True,
+            display=True,
+        )
+    if "enabled" in data:
+        result["enabled"] = read_boolean(data["enabled"], field_path(path, "enabled"))
+
+
+def read_rate_limit_per_min(value: Any, path: str) -> int:
+    """A row's calls-per-minute limit (0 = none); the column is a PostgreSQL integer."""
+    return read_integer(value, path, lo=0, hi=PG_INT_MAX)
+
+
 def read_secret_reference(data: dict, path: str) -> dict[str, str]:
     """Where a secret is read from at apply/use time: ``secret_env`` (a variable name) or
     ``secret_file`` (a path), at most one of them; the secret itself is never in a config file."""

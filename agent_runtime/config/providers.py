@@ -8,19 +8,20 @@ from datetime import date, datetime, time
 from typing import Any
 
 from agent_runtime.config.fields import (
-    PG_INT_MAX,
     URL_MAX,
     ConfigError,
     field_path,
     item_path,
     read_base_url,
-    read_boolean,
     read_choice,
+    read_description_enabled,
     read_integer,
     read_object,
+    read_rate_limit_per_min,
     read_resource_name,
     read_secret_reference,
     read_string,
+    require_keys,
 )
 from agent_runtime.tools.compiler import MAX_SPEC_DEPTH, spec_json_key
 from bailing.api.limits import compact_json_utf8_bytes
@@ -137,9 +138,7 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
             "secrets are never written in configuration files; use secret_env or secret_file",
         )
     data = read_object(data, path, allowed=_PROVIDER_KEYS)
-    for required in ("name", "base_url"):
-        if required not in data:
-            raise ConfigError(field_path(path, required), "is required")
+    require_keys(data, path, ("name", "base_url"))
     result: dict[str, Any] = {
         "name": read_resource_name(data["name"], field_path(path, "name")),
         "description": "",
@@ -156,17 +155,7 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
         "secret_env": None,
         "secret_file": None,
     }
-    if "description" in data:
-        result["description"] = read_string(
-            data["description"],
-            field_path(path, "description"),
-            max_len=1000,
-            min_len=0,
-            multiline=True,
-            display=True,
-        )
-    if "enabled" in data:
-        result["enabled"] = read_boolean(data["enabled"], field_path(path, "enabled"))
+    read_description_enabled(data, path, result)
     if "spec_source" in data:
         result["spec_source"] = read_choice(
             data["spec_source"], field_path(path, "spec_source"), ("url", "inline")
@@ -193,8 +182,8 @@ def validate_tool_provider_config(data: dict, *, path: str) -> dict:
             data["timeout_ms"], field_path(path, "timeout_ms"), lo=1000, hi=60_000
         )
     if "rate_limit_per_min" in data:
-        result["rate_limit_per_min"] = read_integer(
-            data["rate_limit_per_min"], field_path(path, "rate_limit_per_min"), lo=0, hi=PG_INT_MAX
+        result["rate_limit_per_min"] = read_rate_limit_per_min(
+            data["rate_limit_per_min"], field_path(path, "rate_limit_per_min")
         )
     if "max_concurrent_calls" in data:
         # The provider's bulkhead (agent_runtime.services.invocations.locks): calls in flight per hub

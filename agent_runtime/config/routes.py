@@ -21,6 +21,7 @@ from agent_runtime.config.fields import (
     line_reader,
     read_boolean,
     read_choice,
+    read_description_enabled,
     read_freeform_object,
     read_integer,
     read_list,
@@ -30,6 +31,7 @@ from agent_runtime.config.fields import (
     read_string,
     read_url,
     read_webhook_url,
+    require_keys,
 )
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS, ROUTE_KEY_CONFIG
 from bailing.api.limits import SHORT_TEXT_MAX_CHARS
@@ -439,9 +441,7 @@ def validate_route_config(data: dict, *, path: str) -> dict:
     not filled in) so that a later change of a default reaches every route that did not set it.
     """
     data = read_object(data, path, allowed=_ROUTE_KEYS)
-    for required in ("route_key", "name"):
-        if required not in data:
-            raise ConfigError(field_path(path, required), "is required")
+    require_keys(data, path, ("route_key", "name"))
     result: dict[str, Any] = {
         "route_key": _route_key(data["route_key"], field_path(path, "route_key")),
         "name": read_string(data["name"], field_path(path, "name"), max_len=128, display=True),
@@ -458,17 +458,7 @@ def validate_route_config(data: dict, *, path: str) -> dict:
         "data_policy": {},
         "run_config": {},
     }
-    if "description" in data:
-        result["description"] = read_string(
-            data["description"],
-            field_path(path, "description"),
-            max_len=1000,
-            min_len=0,
-            multiline=True,
-            display=True,
-        )
-    if "enabled" in data:
-        result["enabled"] = read_boolean(data["enabled"], field_path(path, "enabled"))
+    read_description_enabled(data, path, result)
     if "target" in data:
         result["target"] = read_resource_name(data["target"], field_path(path, "target"))
     if "target_config" in data:

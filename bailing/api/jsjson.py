@@ -48,18 +48,27 @@ def js_number(value: int | float) -> str:
     return sign + text
 
 
-def js_stringify(value: Any) -> str:
-    """Compact ``JSON.stringify(value)`` for decoded JSON values (dict, list, str, numbers, bool, None)."""
+def _js_primitive(value: Any) -> str | None:
+    """``null``, booleans and numbers as both ``JSON.stringify`` and ``String`` write them (the two
+    agree on these); ``None`` for any other value."""
     if value is None:
         return "null"
     if value is True:
         return "true"
     if value is False:
         return "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, int | float):
         return js_number(value)
+    return None
+
+
+def js_stringify(value: Any) -> str:
+    """Compact ``JSON.stringify(value)`` for decoded JSON values (dict, list, str, numbers, bool, None)."""
+    primitive = _js_primitive(value)
+    if primitive is not None:
+        return primitive
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, dict):
         return "{" + ",".join(f"{js_stringify(str(k))}:{js_stringify(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
@@ -91,16 +100,11 @@ def js_normalized(value: Any) -> Any:
 
 def js_string(value: Any) -> str:
     """JavaScript's ``String(value)`` for decoded JSON values."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
+    primitive = _js_primitive(value)
+    if primitive is not None:
+        return primitive
     if isinstance(value, str):
         return value
-    if isinstance(value, int | float):
-        return js_number(value)
     if isinstance(value, list):
         return ",".join("" if item is None else js_string(item) for item in value)
     return "[object Object]"

@@ -274,6 +274,18 @@ def _expire_locked(authorization: AgentAuthorization, *, now, actor: Actor) -> N
     _close_locked(authorization, status=AgentAuthorization.Status.EXPIRED, now=now, actor=actor)
 
 
+def _expired_before_decision_locked(authorization: AgentAuthorization, *, now, actor: Actor) -> bool:
+    """Under the row lock, before a decision: True when the pending authorization has run out (it is
+    closed as expired now, so the caller commits that and then raises); ``InvalidState`` when it is
+    no longer pending."""
+    if authorization.status == AgentAuthorization.Status.PENDING and authorization.expires_at <= now:
+        _expire_locked(authorization, now=now, actor=actor)
+        return True
+    if authorization.status != AgentAuthorization.Status.PENDING:
+        raise InvalidState()
+    return False
+
+
 def authorization_approve(
     *,
     authorization_id,
@@ -302,7 +314,6 @@ def authorization_approve(
     if not isinstance(on_behalf_of, str) or not on_behalf_of or not is_sendable_header_value(on_behalf_of):
         raise InvalidRequest(field="on_behalf_of")
     principal_record = _principal_record(principal)
-    expired = False
     code = new_secret(AUTH_CODE_PREFIX)
     with transaction.atomic():
         authorization = _lock_authorization_for_decision(authorization_id=authorization_id, client=client)
@@ -313,12 +324,8 @@ def authorization_approve(
         ):
             raise RouteNotAllowed()
         now = timezone.now()
-        if authorization.status == AgentAuthorization.Status.PENDING and authorization.expires_at <= now:
-            _expire_locked(authorization, now=now, actor=actor)
-            expired = True
-        elif authorization.status != AgentAuthorization.Status.PENDING:
-            raise InvalidState()
-        else:
+        expired = _expired_before_decision_locked(authorization, now=now, actor=actor)
+        if not expired:
             authorization.status = AgentAuthorization.Status.APPROVED
             authorization.principal = principal_record
             authorization.on_behalf_of = on_behalf_of
@@ -356,11 +363,7 @@ def authorization_approve(
             )
     if expired:
         raise AuthorizationExpired()
-    return _with_query(
-        authorization.redirect_uri,
-        drop={"code", "error", "state"},
-        add=[("code", code), ("state", authorization.state_value)],
-    )
+    return redirect_with(authorization.redirect_uri, [("code", code), ("state", authorization.state_value)])
 
 
 def authorization_deny(*, authorization_id, client: Client | None, actor: Actor) -> str:
@@ -368,16 +371,11 @@ def authorization_deny(*, authorization_id, client: Client | None, actor: Actor)
 
     Same access and state rules as :func:`authorization_approve`.
     """
-    expired = False
     with transaction.atomic():
         authorization = _lock_authorization_for_decision(authorization_id=authorization_id, client=client)
         now = timezone.now()
-        if authorization.status == AgentAuthorization.Status.PENDING and authorization.expires_at <= now:
-            _expire_locked(authorization, now=now, actor=actor)
-            expired = True
-        elif authorization.status != AgentAuthorization.Status.PENDING:
-            raise InvalidState()
-        else:
+        expired = _expired_before_decision_locked(authorization, now=now, actor=actor)
+        if not expired:
             _close_locked(
                 authorization,
                 status=AgentAuthorization.Status.DENIED,
@@ -387,8 +385,6 @@ def authorization_deny(*, authorization_id, client: Client | None, actor: Actor)
             )
     if expired:
         raise AuthorizationExpired()
-    return _with_query(
-        authorization.redirect_uri,
-        drop={"code", "error", "state"},
-        add=[("error", "access_denied"), ("state", authorization.state_value)],
+    return redirect_with(
+        authorization.redirect_uri, [("error", "access_denied"), ("state", authorization.state_value)]
     )

@@ -89,6 +89,15 @@ class ToolInvocation(models.Model):
     def __str__(self) -> str:
         return f"invocation {self.invocation_id[:12]} {self.tool} ({self.status})"
 
+    def audit_target(self) -> dict[str, str]:
+        """The ``route_key``, ``target_type`` and ``target_id`` of every audit event about this
+        invocation: the runtime's milestones and an operator's reconciliation alike."""
+        return {
+            "route_key": self.route_key,
+            "target_type": "tool_invocation",
+            "target_id": str(self.job_id),
+        }
+
 
 class ToolCallJournal(models.Model):
     """The execution journal of one invocation's business request (docs/protocol.md "Execution journal").

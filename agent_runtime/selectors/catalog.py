@@ -477,10 +477,10 @@ def _catalog_build(
     )
 
 
-def route_catalogs(routes: Sequence[Route]) -> dict[str, Catalog]:
-    """The route-level catalog (``identity=None``, as the console shows it) of every route in
-    ``routes``, keyed by route key: one query for every provider any of them names, however many
-    routes there are."""
+def route_level_catalogs(routes: Sequence[Route]) -> list[tuple[Route, dict[str, Any], Catalog]]:
+    """Every route in ``routes`` (in order) with its effective configuration and its route-level
+    catalog (``identity=None``, as the console shows it): one query for every provider the routes
+    with direct tool access name, however many routes there are (a route without it lists no tool)."""
     effectives = [route_effective(route) for route in routes]
     names = {
         source["provider"]
@@ -489,10 +489,19 @@ def route_catalogs(routes: Sequence[Route]) -> dict[str, Catalog]:
         for source in effective["tools"]["sources"]
     }
     providers = load_providers(names)
-    return {
-        route.route_key: route_catalog(route=route, identity=None, effective=effective, providers=providers)
+    return [
+        (
+            route,
+            effective,
+            route_catalog(route=route, identity=None, effective=effective, providers=providers),
+        )
         for route, effective in zip(routes, effectives, strict=True)
-    }
+    ]
+
+
+def route_catalogs(routes: Sequence[Route]) -> dict[str, Catalog]:
+    """:func:`route_level_catalogs` keyed by route key."""
+    return {route.route_key: catalog for route, _, catalog in route_level_catalogs(routes)}
 
 
 # --- ranking ------------------------------------------------------------------------------------------

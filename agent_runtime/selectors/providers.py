@@ -27,9 +27,8 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
-from agent_runtime.config import route_effective
 from agent_runtime.models import ProviderTool, Route, ToolProvider
-from agent_runtime.selectors.catalog import Catalog, load_providers, route_catalog, tool_name_sort_key
+from agent_runtime.selectors.catalog import Catalog, route_level_catalogs, tool_name_sort_key
 from agent_runtime.selectors.workspace_overview import Capped, capped
 from bailing.db.queries import filter_by
 
@@ -154,21 +153,11 @@ def provider_route_catalogs(*, provider_name: str) -> list[RouteCatalog]:
     """Every workspace whose ``tools.sources`` names ``provider_name``, by route key, with the
     route-level catalog the catalog service builds for it (so a page cannot disagree with what an
     agent of that workspace sees). Two queries: the routes (JSONB containment on ``tools.sources``)
-    and every provider those routes name, with their tools."""
+    and every provider those of them with direct tool access name, with their tools."""
     routes = list(
         Route.objects.filter(tools__sources__contains=[{"provider": provider_name}]).order_by("route_key")
     )
-    effectives = [route_effective(route) for route in routes]
-    names = {source["provider"] for effective in effectives for source in effective["tools"]["sources"]}
-    providers = load_providers(names)
-    return [
-        RouteCatalog(
-            route,
-            effective,
-            route_catalog(route=route, identity=None, effective=effective, providers=providers),
-        )
-        for route, effective in zip(routes, effectives, strict=True)
-    ]
+    return [RouteCatalog(*entry) for entry in route_level_catalogs(routes)]
 
 
 def named_route_catalogs(*, route_keys: Iterable[str]) -> list[RouteCatalog]:
@@ -178,22 +167,7 @@ def named_route_catalogs(*, route_keys: Iterable[str]) -> list[RouteCatalog]:
     keys = list(dict.fromkeys(route_keys))
     found = {route.route_key: route for route in Route.objects.filter(route_key__in=keys)}
     routes = [found[key] for key in keys if key in found]
-    effectives = [route_effective(route) for route in routes]
-    names = {
-        source["provider"]
-        for effective in effectives
-        if effective["tools"]["agent_direct"]["enabled"]
-        for source in effective["tools"]["sources"]
-    }
-    providers = load_providers(names)
-    return [
-        RouteCatalog(
-            route,
-            effective,
-            route_catalog(route=route, identity=None, effective=effective, providers=providers),
-        )
-        for route, effective in zip(routes, effectives, strict=True)
-    ]
+    return [RouteCatalog(*entry) for entry in route_level_catalogs(routes)]
 
 
 # --- the tool list ------------------------------------------------------------------------------------

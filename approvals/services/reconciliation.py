@@ -59,9 +59,7 @@ def journal_resolve(
         audit_record(
             actor=actor,
             action="approvals.reconciliation.resolved",
-            route_key=invocation.route_key,
-            target_type="tool_invocation",
-            target_id=str(invocation.job_id),
+            **invocation.audit_target(),
             data={
                 "invocation_id": invocation.invocation_id,
                 "tool": invocation.tool,

@@ -33,9 +33,7 @@ def audit_entry(invocation: ToolInvocation, identity: AgentIdentity, action: str
     return AuditEntry(
         actor=identity.actor,
         action=f"agent_runtime.invocation.{action}",
-        route_key=invocation.route_key,
-        target_type="tool_invocation",
-        target_id=str(invocation.job_id),
+        **invocation.audit_target(),
         data={
             "invocation_id": invocation.invocation_id,
             "tool": invocation.tool,

@@ -141,29 +141,22 @@ def _upsert(
         return instance, "updated", changed
 
 
-def _audit_client(actor: Actor) -> Callable[[str, models.Model, list[str]], None]:
-    def audit(verb: str, client: models.Model, changed: list[str]) -> None:
+def _audit_rows(
+    actor: Actor, *, entity: str, target_type: str, key: str, scope: str | None = None
+) -> Callable[[str, models.Model, list[str]], None]:
+    """The audit callback for one kind of configured row: ``agent_runtime.<entity>.<verb>`` with the
+    changed field names, aimed at the row's ``key`` (repeated under ``scope``, the ledger's client or
+    route column, where the row has one)."""
+
+    def audit(verb: str, row: models.Model, changed: list[str]) -> None:
+        value = getattr(row, key)
         audit_record(
-            action=f"agent_runtime.client.{verb}",
+            action=f"agent_runtime.{entity}.{verb}",
             actor=actor,
-            client_app_id=client.app_id,
-            target_type="client",
-            target_id=client.app_id,
+            target_type=target_type,
+            target_id=value,
             data={"fields": changed},
-        )
-
-    return audit
-
-
-def _audit_route(actor: Actor) -> Callable[[str, models.Model, list[str]], None]:
-    def audit(verb: str, route: models.Model, changed: list[str]) -> None:
-        audit_record(
-            action=f"agent_runtime.route.{verb}",
-            actor=actor,
-            route_key=route.route_key,
-            target_type="route",
-            target_id=route.route_key,
-            data={"fields": changed},
+            **({scope: value} if scope else {}),
         )
 
     return audit
@@ -191,13 +184,21 @@ def _client_upsert(*, data: dict, actor: Actor, path: str = "") -> tuple[Client,
                 f"client {holder} already has it: set it to false there first (earlier in this document)",
             )
     return _upsert(
-        model=Client, key_field="app_id", fields=CLIENT_FIELDS, data=data, audit=_audit_client(actor)
+        model=Client,
+        key_field="app_id",
+        fields=CLIENT_FIELDS,
+        data=data,
+        audit=_audit_rows(actor, entity="client", target_type="client", key="app_id", scope="client_app_id"),
     )
 
 
 def _route_upsert(*, data: dict, actor: Actor, path: str = "") -> tuple[Route, str, list[str]]:
     return _upsert(
-        model=Route, key_field="route_key", fields=ROUTE_FIELDS, data=data, audit=_audit_route(actor)
+        model=Route,
+        key_field="route_key",
+        fields=ROUTE_FIELDS,
+        data=data,
+        audit=_audit_rows(actor, entity="route", target_type="route", key="route_key", scope="route_key"),
     )
 
 
@@ -276,19 +277,6 @@ def _providers_prepare(items: list[dict]) -> list[dict]:
     return prepared
 
 
-def _audit_provider(actor: Actor) -> Callable[[str, models.Model, list[str]], None]:
-    def audit(verb: str, provider: models.Model, changed: list[str]) -> None:
-        audit_record(
-            action=f"agent_runtime.provider.{verb}",
-            actor=actor,
-            target_type="tool_provider",
-            target_id=provider.name,
-            data={"fields": changed},
-        )
-
-    return audit
-
-
 def _provider_diff(instance: models.Model | None, data: dict) -> list[str]:
     changed = _changed_fields(instance, data, PROVIDER_CONFIG_FIELDS)
     secret = data["_inputs"].secret
@@ -309,7 +297,7 @@ def _provider_upsert(*, data: dict, actor: Actor, path: str = "") -> tuple[ToolP
             key_field="name",
             fields=PROVIDER_CONFIG_FIELDS,
             data=data,
-            audit=_audit_provider(actor),
+            audit=_audit_rows(actor, entity="provider", target_type="tool_provider", key="name"),
         )
         if inputs.secret is not None and provider_set_secret(
             provider=provider, secret=inputs.secret, actor=actor

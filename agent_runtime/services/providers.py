@@ -298,6 +298,24 @@ def _no_answer_failure(error: _NoAnswer, probe: dict[str, Any], what: str) -> _R
     return _RefreshFailed(SPEC_UNREACHABLE, f"the provider could not be reached for the {what}", probe)
 
 
+def _get_spec(
+    client: httpx.Client, url: str, headers: dict[str, str], probe: dict[str, Any], *, kind: str, what: str
+) -> tuple[int, bytes | None]:
+    """The spec request (``kind`` ``signed`` or ``unsigned``): no answer, or a body over the cap,
+    leaves the probe ``inconclusive`` (``<kind>_request_no_answer`` / ``_too_large``, or
+    ``target_forbidden``) and fails the refresh with the probe attached."""
+    try:
+        return _get(client, url, headers, read_body=True)
+    except _NoAnswer as error:
+        reason = "target_forbidden" if error.forbidden else f"{kind}_request_no_answer"
+        probe.update(status="inconclusive", reason=reason)
+        raise _no_answer_failure(error, probe, what) from None
+    except _RefreshFailed as failure:
+        probe.update(status="inconclusive", reason=f"{kind}_request_too_large")
+        failure.probe = probe
+        raise
+
+
 def _negative_class(status: int | None) -> str:
     if status in _NEGATIVE_OK:
         return "refused"
@@ -317,18 +335,8 @@ def _negative_probe(client: httpx.Client, url: str, headers: dict[str, str]) -> 
 def _fetch_signed(provider: ToolProvider, secret: str, probe: dict[str, Any]) -> bytes:
     url = _spec_fetch_url(provider)
     with _http_client(provider) as client:
-        try:
-            status, body = _get(
-                client, url, sign_spec_fetch(secret=secret, path_with_query=provider.spec_url), read_body=True
-            )
-        except _NoAnswer as error:
-            reason = "target_forbidden" if error.forbidden else "signed_request_no_answer"
-            probe.update(status="inconclusive", reason=reason)
-            raise _no_answer_failure(error, probe, "signed spec request") from None
-        except _RefreshFailed as failure:
-            probe.update(status="inconclusive", reason="signed_request_too_large")
-            failure.probe = probe
-            raise
+        headers = sign_spec_fetch(secret=secret, path_with_query=provider.spec_url)
+        status, body = _get_spec(client, url, headers, probe, kind="signed", what="signed spec request")
         probe["signed_http"] = status
         if body is None:
             probe.update(status="inconclusive", reason="signed_request_refused")
@@ -370,16 +378,9 @@ def _fetch_signed(provider: ToolProvider, secret: str, probe: dict[str, Any]) ->
 
 def _fetch_public(provider: ToolProvider, probe: dict[str, Any]) -> bytes:
     with _http_client(provider) as client:
-        try:
-            status, body = _get(client, _spec_fetch_url(provider), {}, read_body=True)
-        except _NoAnswer as error:
-            reason = "target_forbidden" if error.forbidden else "unsigned_request_no_answer"
-            probe.update(status="inconclusive", reason=reason)
-            raise _no_answer_failure(error, probe, "spec request") from None
-        except _RefreshFailed as failure:
-            probe.update(status="inconclusive", reason="unsigned_request_too_large")
-            failure.probe = probe
-            raise
+        status, body = _get_spec(
+            client, _spec_fetch_url(provider), {}, probe, kind="unsigned", what="spec request"
+        )
     probe["unsigned_http"] = status
     if status in (401, 403):
         # Contract: never fall back to a signed request; the operator's expectation is wrong.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import types
 import uuid
 
 import pytest
@@ -18,6 +19,7 @@ from agent_runtime.models import (
     ToolInvocation,
     ToolProvider,
 )
+from agent_runtime.services import rate_limits
 from agent_runtime.services.invocations import ARGUMENTS_MAX_BYTES, ENVELOPE_MAX_BYTES
 from bailing.api.hashing import sha256_hex
 from bailing.api.limits import compact_json_utf8_bytes
@@ -437,7 +439,10 @@ def test_the_client_rate_limit_is_a_retryable_rejection_that_stores_nothing(api_
     assert not ToolInvocation.objects.filter(invocation_id=body["invocation_id"]).exists()
 
 
-def test_the_provider_rate_limit_is_a_retryable_rejection(api_client, shop):
+def test_the_provider_rate_limit_is_a_retryable_rejection(api_client, shop, monkeypatch):
+    # The provider's window is a fixed minute: the three calls must fall in one, not straddle two.
+    mid_minute = timezone.now().replace(second=30, microsecond=0)
+    monkeypatch.setattr(rate_limits, "timezone", types.SimpleNamespace(now=lambda: mid_minute))
     provider_for(name="demo-shop", base_url=shop.base_url, secret=shop.secret, rate_limit=2)
     session = agent(route_key=ROUTE)
     states = [

@@ -92,7 +92,7 @@ class InvocationReceiptApi(AgentApiView):
         invocation_id = invocation_id_checked(invocation_id)
         alive = not service.invocation_lock_free(self.identity.session.pk, invocation_id)
         return Response(
-            invocation_selectors.invocation_receipt(
+            service.invocation_receipt_release(
                 identity=self.identity, invocation_id=invocation_id, holder_alive=alive
             )
         )

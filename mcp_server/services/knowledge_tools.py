@@ -23,6 +23,7 @@ audit); this module translates the tools' arguments and renders the results:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -179,6 +180,7 @@ class SearchRendering:
     text: str
     results: list[dict[str, Any]]
     truncated: bool
+    data_policy: dict[str, Any] | None = None
 
 
 def render_search(items: list[dict[str, Any]]) -> SearchRendering:
@@ -198,9 +200,15 @@ def render_search(items: list[dict[str, Any]]) -> SearchRendering:
     raise AssertionError("the truncation line alone fits")  # pragma: no cover
 
 
-def _fit(passages: list[dict[str, Any]]) -> SearchRendering:
+def _fit(passages: list[dict[str, Any]], data_policy: dict[str, Any] | None) -> SearchRendering:
     """The service's passages as the tool shows them: excerpts, then the 50,000-character cap."""
-    return render_search([{**passage, "content": excerpt(passage["content"])} for passage in passages])
+    rendering = render_search([{**passage, "content": excerpt(passage["content"])} for passage in passages])
+    return dataclasses.replace(rendering, data_policy=data_policy) if data_policy else rendering
+
+
+def _with_policy(structured: dict[str, Any], data_policy: dict[str, Any] | None) -> dict[str, Any]:
+    """The data policy's summary (counts only) as an additive ``structuredContent`` field."""
+    return {**structured, "data_policy": data_policy} if data_policy else structured
 
 
 def search_knowledge_call(
@@ -217,7 +225,8 @@ def search_knowledge_call(
         )
     except (InvalidRequest, KnowledgeUnavailable) as exc:
         return tool_failed(f"Tool failed: {exc.message}")
-    return _result(rendering.text, {"results": rendering.results, "truncated": rendering.truncated})
+    structured = {"results": rendering.results, "truncated": rendering.truncated}
+    return _result(rendering.text, _with_policy(structured, rendering.data_policy))
 
 
 def render_answer(answer_text: str, sources: list[dict[str, Any]]) -> str:
@@ -239,6 +248,5 @@ def ask_knowledge_call(
         answer = knowledge_ask(identity=identity, access=access, query=arguments.get("query"))
     except (InvalidRequest, KnowledgeUnavailable, AnswerUnavailable) as exc:
         return tool_failed(f"Tool failed: {exc.message}")
-    return _result(
-        render_answer(answer.text, answer.sources), {"answer": answer.text, "sources": answer.sources}
-    )
+    structured = {"answer": answer.text, "sources": answer.sources}
+    return _result(render_answer(answer.text, answer.sources), _with_policy(structured, answer.data_policy))

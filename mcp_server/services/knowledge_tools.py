@@ -58,6 +58,17 @@ _SOURCE_PROPERTIES: dict[str, Any] = {
 }
 
 
+# The additive field a result carries when the workspace's data policy touched it (counts only).
+_DATA_POLICY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["redact", "block", "flag"]},
+        "findings": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
+    },
+    "required": ["action", "findings"],
+}
+
+
 def knowledge_tool_definitions() -> list[dict[str, Any]]:
     """The two tools as ``tools/list`` shows them."""
     return [
@@ -104,6 +115,7 @@ def knowledge_tool_definitions() -> list[dict[str, Any]]:
                         },
                     },
                     "truncated": {"type": "boolean"},
+                    "data_policy": _DATA_POLICY_SCHEMA,
                 },
                 "required": ["results", "truncated"],
             },
@@ -134,6 +146,7 @@ def knowledge_tool_definitions() -> list[dict[str, Any]]:
                             "required": ["source_id", "document_id", "title", "score"],
                         },
                     },
+                    "data_policy": _DATA_POLICY_SCHEMA,
                 },
                 "required": ["answer", "sources"],
             },

@@ -131,6 +131,9 @@ def test_inline_turn_knowledge_is_redacted_before_it_freezes(api_client, session
     context = response.json()["context"]
     assert context["knowledge"]
     assert "[REDACTED:payment_card#1]" in _clean(context["knowledge"])
+    audited = AuditEvent.objects.filter(action="agent_runtime.turn.context_ready").latest("id")
+    policy = audited.data["knowledge"]["data_policy"]
+    assert policy["action"] == "redact" and policy["findings"]["payment_card"] >= 1
 
 
 def test_on_demand_turn_hints_are_redacted(api_client, session):
@@ -139,3 +142,5 @@ def test_on_demand_turn_hints_are_redacted(api_client, session):
     assert response.status_code == 200, response.content
     hints = response.json()["context"]["knowledge_delivery"]["hints"]
     assert hints and "[REDACTED:payment_card#1]" in _clean(hints)
+    audited = AuditEvent.objects.filter(action="agent_runtime.turn.context_ready").latest("id")
+    assert audited.data["knowledge"]["data_policy"]["action"] == "redact"

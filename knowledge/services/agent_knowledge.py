@@ -34,7 +34,9 @@ Knowledge leaving towards an agent: every knowledge text an agent receives from 
 summaries, MCP excerpts and sources, the sources an answer is written from, inline chunks), the title
 and body of a document read whole (:func:`_read_state` for ``read`` pages, :func:`_inline_documents`
 for inline ``doc`` mode) and the text of an answer (:func:`knowledge_ask`). Texts are released
-before any surface cuts them. An output data policy for agents belongs in that one function.
+before any surface cuts them. The workspace's data policy is applied there (surface
+``knowledge``); each operation collects what it found (:func:`knowledge_policy_tally`) for its
+response's additive ``data_policy`` field and its audit event (docs/protocol.md "Data policy").
 
 Decisions (recorded here because the spec leaves them open; summarised in docs/protocol.md from
 "Knowledge protocol limits" to "Knowledge in turns"):

@@ -417,6 +417,7 @@ def build_spec() -> dict[str, Any]:
                             "status": {"$ref": "#/components/schemas/OrderStatus"},
                             "refunded_amount": {"type": "number"},
                             "created_at": {"type": "string", "format": "date-time"},
+                            "notes": {"type": "string", "description": "The customer's note, if any."},
                         },
                     },
                     "OrderList": {

@@ -36,7 +36,12 @@ class _NoQuery(StrictSerializer):
 
 
 class InvocationCreateApi(AgentApiView):
-    """``POST /tool-invocations`` → ``bailing.agent-tool-invocation.v1``."""
+    """``POST /tool-invocations`` → ``bailing.agent-tool-invocation.v1``.
+
+    Under a workspace data policy the result is released filtered and may carry the additive field
+    ``data_policy: {"action": "redact"|"block"|"flag", "findings": {"<detector>": count}}``
+    (docs/protocol.md "Data policy").
+    """
 
     body_max_bytes = service.ENVELOPE_MAX_BYTES
 
@@ -70,7 +75,12 @@ class InvocationCreateApi(AgentApiView):
 
 
 class InvocationResumeApi(AgentApiView):
-    """``POST /tool-invocations/:id/resume`` with body exactly ``{}``."""
+    """``POST /tool-invocations/:id/resume`` with body exactly ``{}``.
+
+    Under a workspace data policy the result is released filtered and may carry the additive field
+    ``data_policy: {"action": "redact"|"block"|"flag", "findings": {"<detector>": count}}``
+    (docs/protocol.md "Data policy").
+    """
 
     body_max_bytes = service.RESUME_BODY_MAX_BYTES
 
@@ -85,14 +95,19 @@ class InvocationResumeApi(AgentApiView):
 
 
 class InvocationReceiptApi(AgentApiView):
-    """``GET /tool-invocations/:id/receipt`` (``bailing.agent-invocation-receipt.v1``): read-only."""
+    """``GET /tool-invocations/:id/receipt`` (``bailing.agent-invocation-receipt.v1``): read-only.
+
+    Under a workspace data policy its ``result`` is released filtered and may carry the additive field
+    ``data_policy: {"action": "redact"|"block"|"flag", "findings": {"<detector>": count}}``
+    (docs/protocol.md "Data policy").
+    """
 
     def get(self, request, invocation_id: str):
         query_params(request, _NoQuery)
         invocation_id = invocation_id_checked(invocation_id)
         alive = not service.invocation_lock_free(self.identity.session.pk, invocation_id)
         return Response(
-            invocation_selectors.invocation_receipt(
+            service.invocation_receipt_release(
                 identity=self.identity, invocation_id=invocation_id, holder_alive=alive
             )
         )

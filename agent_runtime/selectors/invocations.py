@@ -56,7 +56,18 @@ def _approval_view(invocation: ToolInvocation) -> dict[str, Any]:
 
 
 def invocation_receipt(*, identity: AgentIdentity, invocation_id: str, holder_alive: bool) -> dict[str, Any]:
-    """``bailing.agent-invocation-receipt.v1`` of the caller's invocation (read-only).
+    """``bailing.agent-invocation-receipt.v1`` of the caller's invocation (read-only), its result as
+    stored. Agents get it through ``agent_runtime.services.invocations.invocation_receipt_release``,
+    which releases the result under the route's data policy."""
+    return invocation_receipt_read(identity=identity, invocation_id=invocation_id, holder_alive=holder_alive)[
+        0
+    ]
+
+
+def invocation_receipt_read(
+    *, identity: AgentIdentity, invocation_id: str, holder_alive: bool
+) -> tuple[dict[str, Any], ToolInvocation, WorkspaceAccess]:
+    """The receipt of the caller's invocation, with the invocation and the route access it was read under.
 
     The session, route and the specific tool must still be authorized (409 ``capability_changed``
     otherwise). ``holder_alive`` says whether a request is working on the invocation right now: a
@@ -64,7 +75,7 @@ def invocation_receipt(*, identity: AgentIdentity, invocation_id: str, holder_al
     for the next resume to record).
     """
     invocation = invocation_get_for_session(identity=identity, invocation_id=invocation_id)
-    _, catalog = invocation_surface(identity=identity, route_key=invocation.route_key)
+    access, catalog = invocation_surface(identity=identity, route_key=invocation.route_key)
     if catalog.tool(invocation.tool) is None:
         raise errors.CapabilityChanged()
     journal: ToolCallJournal | None = getattr(invocation, "journal", None)
@@ -89,7 +100,7 @@ def invocation_receipt(*, identity: AgentIdentity, invocation_id: str, holder_al
         dispatch_state = "not_dispatched"
     else:
         dispatch_state = "attempted"
-    return {
+    receipt = {
         "schema_version": RECEIPT_SCHEMA,
         "read_only": True,
         "business_operation_performed": False,
@@ -104,3 +115,4 @@ def invocation_receipt(*, identity: AgentIdentity, invocation_id: str, holder_al
         "approval": _approval_view(invocation),
         "journal_state": journal.state if journal is not None else "absent",
     }
+    return receipt, invocation, access

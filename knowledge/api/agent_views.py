@@ -44,7 +44,9 @@ class KnowledgeSearchApi(AgentApiView):
     ``query``: a string (TAB/LF/CR allowed, other control characters and lone surrogates rejected)
     that the service requires to be non-blank and at most 2000 UTF-16 units
     (:func:`~knowledge.services.agent_knowledge.agent_query_check`, the rule of every surface);
-    ``limit``: integer 1–3; ``run_id``: a UUID (its currency is the service's 404).
+    ``limit``: integer 1–3; ``run_id``: a UUID (its currency is the service's 404). Under a workspace
+    data policy the hints are released filtered and the response may carry the additive field
+    ``data_policy`` (counts per detector; docs/protocol.md "Data policy").
     """
 
     body_max_bytes = SEARCH_BODY_MAX_BYTES
@@ -81,7 +83,11 @@ class TokenField(RawStringField):
 
 
 class KnowledgeReadApi(AgentApiView):
-    """``POST …/knowledge/read`` → ``bailing.agent-knowledge-read.v1``; ``max_bytes`` 4096–32768."""
+    """``POST …/knowledge/read`` → ``bailing.agent-knowledge-read.v1``; ``max_bytes`` 4096–32768.
+
+    Under a workspace data policy the page is released filtered and may carry the additive field
+    ``data_policy`` (counts per detector; docs/protocol.md "Data policy").
+    """
 
     body_max_bytes = READ_BODY_MAX_BYTES
 

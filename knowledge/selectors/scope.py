@@ -14,11 +14,13 @@ source, so the search status becomes ``partial`` or ``unavailable`` rather than 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_runtime.config import route_effective
 from agent_runtime.identity import route_dependencies
+from agent_runtime.selectors.routes import route_data_policy
 from bailing.api.hashing import canonical_sha256
 from bailing.versioned import VersionedCache, config_digest
 from knowledge.models import KnowledgeBase
@@ -34,6 +36,10 @@ class KnowledgeScope:
     missing: list[str] = field(default_factory=list)  # named but not found
     disabled: list[str] = field(default_factory=list)  # named but disabled
     revision: str = ""
+    # The route's data policy (agent_runtime.data_policy), attached per read and never cached with
+    # the scope nor part of its revision: a policy change applies to the next text, and leaves the
+    # references already issued valid.
+    data_policy: Any = None
 
     @property
     def configured(self) -> bool:
@@ -63,10 +69,16 @@ KNOWLEDGE_DEPENDENCY_SQL = """(SELECT coalesce(json_agg(json_build_array(kb.kb_i
 def knowledge_scope(*, route: Any, effective: dict[str, Any] | None = None) -> KnowledgeScope:
     """The knowledge scope of ``route`` (a ``Route``): from the per-process cache while the route's
     effective knowledge block and the versions of its bases are unchanged (the bearer statement
-    read them), else read with one query.
+    read them), else read with one query; with the route's data policy, if it has one.
 
     The result may be shared with other requests: treat it (and its ``bases``) as read-only.
     """
+    scope = _knowledge_scope_cached(route=route, effective=effective)
+    policy = route_data_policy(route)
+    return scope if policy is None else dataclasses.replace(scope, data_policy=policy)
+
+
+def _knowledge_scope_cached(*, route: Any, effective: dict[str, Any] | None) -> KnowledgeScope:
     effective = effective or route_effective(route)
     config = effective["knowledge"]
     kb_ids = list(config["kb_ids"])

@@ -34,7 +34,9 @@ Knowledge leaving towards an agent: every knowledge text an agent receives from 
 summaries, MCP excerpts and sources, the sources an answer is written from, inline chunks), the title
 and body of a document read whole (:func:`_read_state` for ``read`` pages, :func:`_inline_documents`
 for inline ``doc`` mode) and the text of an answer (:func:`knowledge_ask`). Texts are released
-before any surface cuts them. An output data policy for agents belongs in that one function.
+before any surface cuts them. The workspace's data policy is applied there (surface
+``knowledge``); each operation collects what it found (:func:`knowledge_policy_tally`) for its
+response's additive ``data_policy`` field and its audit event (docs/protocol.md "Data policy").
 
 Decisions (recorded here because the spec leaves them open; summarised in docs/protocol.md from
 "Knowledge protocol limits" to "Knowledge in turns"):
@@ -83,18 +85,23 @@ import dataclasses
 import hmac
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from django.db import DatabaseError, connection, transaction
 
+from agent_runtime.data_policy import KNOWLEDGE, PolicyOutcome, data_policy_apply
+from agent_runtime.data_policy.policy import ACTION_STRENGTH
 from agent_runtime.errors import RunNotFound
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentRun
 from agent_runtime.selectors.routes import WorkspaceAccess, route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
+from agent_runtime.services.data_policy import data_policy_count
 from bailing.api.errors import InvalidRequest
 from bailing.api.limits import SHORT_TEXT_MAX_CHARS, cut_utf16, utf16_length
 from bailing.api.timefmt import utc_iso
@@ -199,13 +206,70 @@ def workspace_knowledge_scope(access: WorkspaceAccess) -> KnowledgeScope:
     return knowledge_scope(route=access.route, effective=access.effective)
 
 
+KNOWLEDGE_WITHHELD_TEXT = "[This text was withheld by the workspace's data policy (detectors: {detectors}).]"
+
+
+class PolicyTally:
+    """What the data policy found in the texts one knowledge operation released: counts per detector
+    and the strongest action, for its response's ``data_policy`` field and its audit event."""
+
+    def __init__(self) -> None:
+        self.findings: dict[str, int] = {}
+        self.action: str | None = None
+
+    def add(self, outcome: PolicyOutcome) -> None:
+        for detector, count in outcome.findings.items():
+            self.findings[detector] = self.findings.get(detector, 0) + count
+        if self.action is None or ACTION_STRENGTH[outcome.action] > ACTION_STRENGTH[self.action]:
+            self.action = outcome.action
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """``{"action", "findings"}`` — counts only — or None when no text was touched."""
+        return {"action": self.action, "findings": dict(self.findings)} if self.findings else None
+
+    def audit(self) -> dict[str, Any]:
+        summary = self.summary
+        return {"data_policy": summary} if summary else {}
+
+
+_tally: ContextVar[PolicyTally | None] = ContextVar("knowledge_policy_tally", default=None)
+
+
+@contextmanager
+def knowledge_policy_tally() -> Iterator[PolicyTally]:
+    """Collect the data policy's findings of the texts released inside the block."""
+    tally = PolicyTally()
+    token = _tally.set(tally)
+    try:
+        yield tally
+    finally:
+        _tally.reset(token)
+
+
 def knowledge_text_release(text: str, *, scope: KnowledgeScope) -> str:
     """A knowledge text on its way to an agent of ``scope``'s workspace, as the agent may receive it.
 
     The one place every knowledge text bound for an agent passes (see the module docstring), before
-    any surface cuts it. Today texts leave as stored.
+    any surface cuts it: the route's data policy (surface ``knowledge``) redacts its findings, flags
+    them (the text is unchanged), or withholds the whole text — an excerpt, a page, an answer —
+    leaving a note naming the detectors (:data:`KNOWLEDGE_WITHHELD_TEXT`). The findings are counted
+    in ``bailing_data_policy_findings_total`` and in the operation's tally (its response's
+    ``data_policy`` field and audit event). No policy: the text leaves as stored.
     """
-    return text
+    policy = scope.data_policy
+    if policy is None or not policy.applies_to(KNOWLEDGE):
+        return text
+    outcome = data_policy_apply(policy=policy, value=text, surface=KNOWLEDGE)
+    if not outcome.touched:
+        return text
+    data_policy_count(route_key=scope.route_key, outcome=outcome)
+    tally = _tally.get()
+    if tally is not None:
+        tally.add(outcome)
+    if outcome.blocked:
+        return KNOWLEDGE_WITHHELD_TEXT.format(detectors=", ".join(outcome.findings))
+    return outcome.value
 
 
 def knowledge_retrieve(*, scope: KnowledgeScope, query: str, limit: int) -> SearchResult:
@@ -428,13 +492,17 @@ def agent_knowledge_search(
     _run_require(identity=identity, route_key=access.route_key, run_id=run)
     limit = SEARCH_MAX_RESULTS if limit is None else limit
     scope = workspace_knowledge_scope(access)
-    result = knowledge_hints_search(scope=scope, query=query, limit=limit)
+    with knowledge_policy_tally() as tally:
+        result = knowledge_hints_search(scope=scope, query=query, limit=limit)
     binding = caller_binding(identity=identity, route_key=access.route_key, run_id=run)
     hints = knowledge_hints_build(scope=scope, result=result, limit=limit, binding=binding, now=now)
     envelope: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": access.route_key}
     if run is not None:
         envelope["run_id"] = str(run)
     envelope |= {"knowledge_scope_revision": scope.revision, "status": result.status, "trust": TRUST}
+    if tally.summary:
+        # Additive (docs/protocol.md "Data policy"): inside the 4096-byte budget the hints are fitted to.
+        envelope["data_policy"] = tally.summary
     response = fit_search_hints(envelope=envelope, hints=hints)
     _audit_scope(
         identity=identity,
@@ -450,6 +518,7 @@ def agent_knowledge_search(
             "hits": len(result.hits),
             "hints": len(response["hints"]),
             "truncated": response["truncated"],
+            **tally.audit(),
         },
     )
     return response
@@ -533,7 +602,9 @@ def agent_knowledge_read(
         raise KnowledgeChanged()
 
     # Released whole, after the revision check and before paging: offsets count released text.
-    content = knowledge_text_release(document["content"], scope=state.scope)
+    with knowledge_policy_tally() as tally:
+        content = knowledge_text_release(document["content"], scope=state.scope)
+        title = knowledge_text_release(document["title"], scope=state.scope)
     offset, served = 0, 0
     if cursor is not None:
         position = cursor_open(cursor, ref=ref, now=now)
@@ -542,13 +613,15 @@ def agent_knowledge_read(
     envelope: dict[str, Any] = {"schema_version": READ_SCHEMA, "route": access.route_key}
     if run is not None:
         envelope["run_id"] = str(run)
-    title = knowledge_text_release(document["title"], scope=state.scope)
     envelope |= {
         "knowledge_scope_revision": state.scope.revision,
         "ref": ref,
         "revision": claims.revision,
         "title": cut_utf16(title, HINT_TITLE_MAX_CHARS)[0],
     }
+    if tally.summary:
+        # Additive (docs/protocol.md "Data policy"): counts of the whole document, on every page.
+        envelope["data_policy"] = tally.summary
     total = len(content.encode("utf-8"))
 
     def build(page: str, next_cursor: str | None, truncated: bool, exhausted: bool) -> dict[str, Any]:
@@ -586,6 +659,7 @@ def agent_knowledge_read(
             "bytes": len(response["content"].encode("utf-8")),
             "truncated": response["truncated"],
             "budget_exhausted": response["budget_exhausted"],
+            **tally.audit(),
         },
     )
     return response
@@ -653,21 +727,24 @@ def knowledge_passages_search(
     access: WorkspaceAccess,
     query: Any,
     limit: int,
-    fit: Callable[[list[dict[str, Any]]], FittedT],
+    fit: Callable[[list[dict[str, Any]], dict[str, Any] | None], FittedT],
 ) -> FittedT:
     """Up to ``limit`` passages (one per retrieved chunk, best first) for ``query`` in the
     workspace, as ``fit`` — the surface's response budget — keeps them.
 
     A passage is ``{source_id, document_id, title, score, retrievers, content, source?}`` with the
-    whole released chunk text; cutting it is the surface's. Raises 400 ``invalid_request`` for the
-    query and 503 ``knowledge_unavailable`` when no source answered; a ``partial`` retrieval answers
-    with what it found. Audited as ``mcp.knowledge.search`` with what ``fit`` kept.
+    whole released chunk text; cutting it is the surface's, which also gets the data policy's
+    ``data_policy`` summary of the released texts (None when untouched). Raises 400
+    ``invalid_request`` for the query and 503 ``knowledge_unavailable`` when no source answered; a
+    ``partial`` retrieval answers with what it found. Audited as ``mcp.knowledge.search`` with
+    what ``fit`` kept.
     """
     action = "mcp.knowledge.search"
-    scope, result = _retrieve_answering(
-        identity=identity, access=access, query=query, limit=limit, action=action
-    )
-    fitted = fit([_passage(hit) for hit in result.hits])
+    with knowledge_policy_tally() as tally:
+        scope, result = _retrieve_answering(
+            identity=identity, access=access, query=query, limit=limit, action=action
+        )
+    fitted = fit([_passage(hit) for hit in result.hits], tally.summary)
     _audit_scope(
         identity=identity,
         access=access,
@@ -681,6 +758,7 @@ def knowledge_passages_search(
             "hits": len(result.hits),
             "returned": len(fitted.results),
             "truncated": fitted.truncated,
+            **tally.audit(),
         },
     )
     return fitted
@@ -692,6 +770,7 @@ class KnowledgeAnswer:
 
     text: str
     sources: list[dict[str, Any]]  # {source_id, document_id, title, score, source?}
+    data_policy: dict[str, Any] | None = None  # the data policy's summary of the released texts
 
 
 def _answer_sources(hits: list[Hit]) -> tuple[list[AnswerSource], dict[str, Hit]]:
@@ -717,6 +796,13 @@ def knowledge_ask(*, identity: AgentIdentity, access: WorkspaceAccess, query: An
     failed (never an answer of the hub's own). Audited as ``mcp.knowledge.ask``.
     """
     action = "mcp.knowledge.ask"
+    with knowledge_policy_tally() as tally:
+        return _ask(identity=identity, access=access, query=query, action=action, tally=tally)
+
+
+def _ask(
+    *, identity: AgentIdentity, access: WorkspaceAccess, query: Any, action: str, tally: PolicyTally
+) -> KnowledgeAnswer:
     scope, result = _retrieve_answering(
         identity=identity, access=access, query=query, limit=ASK_RETRIEVE, action=action
     )
@@ -739,6 +825,7 @@ def knowledge_ask(*, identity: AgentIdentity, access: WorkspaceAccess, query: An
         if label:
             item["source"] = label
         sources.append(item)
+    text = knowledge_text_release(answer.text, scope=scope)
     _audit_scope(
         **audit,
         data={
@@ -747,9 +834,10 @@ def knowledge_ask(*, identity: AgentIdentity, access: WorkspaceAccess, query: An
             "answer": answer.mode,
             "hits": len(result.hits),
             "sources": len(sources),
+            **tally.audit(),
         },
     )
-    return KnowledgeAnswer(text=knowledge_text_release(answer.text, scope=scope), sources=sources)
+    return KnowledgeAnswer(text=text, sources=sources, data_policy=tally.summary)
 
 
 # --------------------------------------------------------------------------------------------------

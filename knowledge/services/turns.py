@@ -11,7 +11,8 @@ only signs and fits, once the run id exists.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.ports import TurnKnowledgeContext
@@ -29,13 +30,19 @@ class PreparedKnowledge:
     scope: KnowledgeScope
     inline: agent_knowledge.InlineKnowledge | None = None
     hints: SearchResult | None = None
+    # What the workspace's data policy found in the texts retrieved (counts only), for the audit.
+    policy_audit: dict[str, Any] = field(default_factory=dict)
 
     def render(self, *, identity: AgentIdentity, run_id: uuid.UUID) -> TurnKnowledgeContext:
         if self.inline is not None:
             return TurnKnowledgeContext(
                 knowledge=self.inline.knowledge,
                 knowledge_refs=self.inline.refs,
-                audit={"status": self.inline.status, "items": len(self.inline.knowledge)},
+                audit={
+                    "status": self.inline.status,
+                    "items": len(self.inline.knowledge),
+                    **self.policy_audit,
+                },
             )
         # Server-side hints bound to this run, readable once it is context_ready.
         binding = agent_knowledge.caller_binding(identity=identity, route_key=self.route_key, run_id=run_id)
@@ -43,7 +50,8 @@ class PreparedKnowledge:
             scope=self.scope, result=self.hints, binding=binding
         )
         return TurnKnowledgeContext(
-            delivery=delivery, audit={"status": self.hints.status, "hints": len(delivery["hints"])}
+            delivery=delivery,
+            audit={"status": self.hints.status, "hints": len(delivery["hints"]), **self.policy_audit},
         )
 
 
@@ -52,14 +60,16 @@ class TurnKnowledgeService:
 
     def prepare(self, *, access: WorkspaceAccess, query: str, delivery: str | None) -> PreparedKnowledge:
         scope = agent_knowledge.workspace_knowledge_scope(access)
+        # Every text is released (the data policy applied) here, before the context freezes.
+        with agent_knowledge.knowledge_policy_tally() as tally:
+            if delivery == "on_demand":
+                hints = agent_knowledge.knowledge_hints_search(scope=scope, query=query)
+            else:
+                inline = agent_knowledge.knowledge_inline_build(scope=scope, query=query)
         if delivery == "on_demand":
             return PreparedKnowledge(
-                route_key=access.route_key,
-                scope=scope,
-                hints=agent_knowledge.knowledge_hints_search(scope=scope, query=query),
+                route_key=access.route_key, scope=scope, hints=hints, policy_audit=tally.audit()
             )
         return PreparedKnowledge(
-            route_key=access.route_key,
-            scope=scope,
-            inline=agent_knowledge.knowledge_inline_build(scope=scope, query=query),
+            route_key=access.route_key, scope=scope, inline=inline, policy_audit=tally.audit()
         )

@@ -23,6 +23,7 @@ audit); this module translates the tools' arguments and renders the results:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,17 @@ _SOURCE_PROPERTIES: dict[str, Any] = {
     "title": {"type": "string"},
     "score": {"type": "number"},
     "source": {"type": "string"},
+}
+
+
+# The additive field a result carries when the workspace's data policy touched it (counts only).
+_DATA_POLICY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["redact", "block", "flag"]},
+        "findings": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
+    },
+    "required": ["action", "findings"],
 }
 
 
@@ -103,6 +115,7 @@ def knowledge_tool_definitions() -> list[dict[str, Any]]:
                         },
                     },
                     "truncated": {"type": "boolean"},
+                    "data_policy": _DATA_POLICY_SCHEMA,
                 },
                 "required": ["results", "truncated"],
             },
@@ -133,6 +146,7 @@ def knowledge_tool_definitions() -> list[dict[str, Any]]:
                             "required": ["source_id", "document_id", "title", "score"],
                         },
                     },
+                    "data_policy": _DATA_POLICY_SCHEMA,
                 },
                 "required": ["answer", "sources"],
             },
@@ -179,6 +193,7 @@ class SearchRendering:
     text: str
     results: list[dict[str, Any]]
     truncated: bool
+    data_policy: dict[str, Any] | None = None
 
 
 def render_search(items: list[dict[str, Any]]) -> SearchRendering:
@@ -198,9 +213,15 @@ def render_search(items: list[dict[str, Any]]) -> SearchRendering:
     raise AssertionError("the truncation line alone fits")  # pragma: no cover
 
 
-def _fit(passages: list[dict[str, Any]]) -> SearchRendering:
+def _fit(passages: list[dict[str, Any]], data_policy: dict[str, Any] | None) -> SearchRendering:
     """The service's passages as the tool shows them: excerpts, then the 50,000-character cap."""
-    return render_search([{**passage, "content": excerpt(passage["content"])} for passage in passages])
+    rendering = render_search([{**passage, "content": excerpt(passage["content"])} for passage in passages])
+    return dataclasses.replace(rendering, data_policy=data_policy) if data_policy else rendering
+
+
+def _with_policy(structured: dict[str, Any], data_policy: dict[str, Any] | None) -> dict[str, Any]:
+    """The data policy's summary (counts only) as an additive ``structuredContent`` field."""
+    return {**structured, "data_policy": data_policy} if data_policy else structured
 
 
 def search_knowledge_call(
@@ -217,7 +238,8 @@ def search_knowledge_call(
         )
     except (InvalidRequest, KnowledgeUnavailable) as exc:
         return tool_failed(f"Tool failed: {exc.message}")
-    return _result(rendering.text, {"results": rendering.results, "truncated": rendering.truncated})
+    structured = {"results": rendering.results, "truncated": rendering.truncated}
+    return _result(rendering.text, _with_policy(structured, rendering.data_policy))
 
 
 def render_answer(answer_text: str, sources: list[dict[str, Any]]) -> str:
@@ -239,6 +261,5 @@ def ask_knowledge_call(
         answer = knowledge_ask(identity=identity, access=access, query=arguments.get("query"))
     except (InvalidRequest, KnowledgeUnavailable, AnswerUnavailable) as exc:
         return tool_failed(f"Tool failed: {exc.message}")
-    return _result(
-        render_answer(answer.text, answer.sources), {"answer": answer.text, "sources": answer.sources}
-    )
+    structured = {"answer": answer.text, "sources": answer.sources}
+    return _result(render_answer(answer.text, answer.sources), _with_policy(structured, answer.data_policy))

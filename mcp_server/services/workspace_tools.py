@@ -32,12 +32,12 @@ from typing import Any
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import ToolApproval
 from agent_runtime.selectors.catalog import Catalog, CatalogTool, capability_search, route_catalog
-from agent_runtime.selectors.invocations import invocation_receipt
 from agent_runtime.selectors.routes import WorkspaceAccess
 from agent_runtime.services.invocations import (
     InvocationRequest,
     invocation_create,
     invocation_lock_free,
+    invocation_receipt_release,
     invocation_resume,
     tool_arguments,
 )
@@ -222,6 +222,11 @@ def invocation_call_result(result: dict[str, Any]) -> dict[str, Any]:
     else:
         text = result["text"]
     text = f"{text}\n\ninvocation_id: {result['invocation_id']} · state: {state}"
+    policy = result.get("data_policy")
+    if policy:
+        # Counts only, as in the structured content (the workspace's data policy touched the answer).
+        counts = ", ".join(f"{name} {count}" for name, count in policy["findings"].items())
+        text += f" · data_policy: {policy['action']} ({counts})"
     return _text(text, result, error=state in _ERROR_STATES)
 
 
@@ -374,7 +379,9 @@ class WorkspaceTools:
         if invocation_id is None:
             return tool_failed("Tool failed: `invocation_id` must be 64 lowercase hexadecimal characters")
         alive = not invocation_lock_free(self.identity.session.pk, invocation_id)
-        receipt = invocation_receipt(identity=self.identity, invocation_id=invocation_id, holder_alive=alive)
+        receipt = invocation_receipt_release(
+            identity=self.identity, invocation_id=invocation_id, holder_alive=alive
+        )
         result = receipt["result"]
         if result is None:
             text = f"No outcome recorded yet (journal: {receipt['journal_state']})."

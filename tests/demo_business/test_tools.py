@@ -148,9 +148,10 @@ def test_list_orders_returns_only_the_callers_orders(demo_shop):
         "SO-1004",
         "SO-1005",
         "SO-1006",
+        "SO-1007",
     }
     assert {o["order_id"] for o in bob["orders"]} == {"SO-2001", "SO-2002", "SO-2003"}
-    assert alice["ok"] is True and alice["count"] == 6
+    assert alice["ok"] is True and alice["count"] == 7
     order = next(o for o in alice["orders"] if o["order_id"] == "SO-1001")
     assert order["item"] == "Wireless noise-cancelling headphones"
     assert (order["amount"], order["currency"]) == (199.0, "USD")

@@ -20,7 +20,12 @@ The package by concern:
 * ``results`` — the texts an agent reads and the result builders;
 * ``records`` — audit milestones and the states reached without a business answer;
 * ``dispatch`` — the journal commit, the signed request and its outcome;
-* ``calls`` — the entry points, :func:`invocation_create` and :func:`invocation_resume`.
+* ``calls`` — the entry points, :func:`invocation_create` and :func:`invocation_resume`;
+* ``receipts`` — the receipt as released to the agent (:func:`invocation_receipt_release`).
+
+Every result an agent reads passes :func:`agent_runtime.services.data_policy.tool_result_release`
+(the workspace's data policy): a fresh business answer in ``dispatch``, a replayed stable result in
+``calls``, the receipt's result in ``receipts``.
 
 Never a duplicate write: the journal row is committed before the request leaves; an attempt whose
 outcome is unknown, or an invocation found ``dispatching`` with nobody holding its lock (a worker that
@@ -40,6 +45,7 @@ from agent_runtime.services.invocations.arguments import (
 from agent_runtime.services.invocations.calls import InvocationRequest, invocation_create, invocation_resume
 from agent_runtime.services.invocations.identifiers import idempotency_key
 from agent_runtime.services.invocations.locks import invocation_lock_free
+from agent_runtime.services.invocations.receipts import invocation_receipt_release
 
 # The raw body of ``POST /tool-invocations`` (arguments plus envelope) and of ``…/resume``.
 ENVELOPE_MAX_BYTES = INVOCATION_BODY_MAX_BYTES
@@ -55,6 +61,7 @@ __all__ = [
     "idempotency_key",
     "invocation_create",
     "invocation_lock_free",
+    "invocation_receipt_release",
     "invocation_resume",
     "tool_arguments",
 ]

@@ -15,6 +15,7 @@ from agent_runtime.selectors.catalog import Catalog
 from agent_runtime.selectors.invocations import invocation_surface
 from agent_runtime.selectors.routes import WorkspaceAccess
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
+from agent_runtime.services.data_policy import tool_result_release
 from agent_runtime.services.invocations.arguments import (
     ToolArguments,
     arguments_hash,
@@ -241,7 +242,8 @@ def _continue(
     if status == ToolInvocation.Status.RECONCILIATION_REQUIRED:
         return reconciled_or_unknown(identity, invocation)
     if status in STABLE:
-        return invocation.result
+        # A replay is released under the policy in force now (a change applies to the next answer).
+        return tool_result_release(route=access.route, result=invocation.result, provider=invocation.provider)
     # Awaiting approval: the execution contract must be the one the approver saw.
     ctx = tool_context(access, tool)
     if ctx is None or ctx.fingerprint != invocation.execution_fingerprint:

@@ -19,6 +19,7 @@ class ToolContext:
     """One authorized tool as stored (the row the catalog was built from) and its provider."""
 
     route_key: str
+    route: Any  # the Route row (its data_policy decides what the agent sees of the answer)
     catalog_tool: CatalogTool
     compiled: CompiledTool
     provider_base_url: str
@@ -55,6 +56,7 @@ def tool_context(access: WorkspaceAccess, tool: CatalogTool) -> ToolContext | No
     provider = row.provider
     return ToolContext(
         route_key=access.route_key,
+        route=access.route,
         catalog_tool=tool,
         compiled=CompiledTool.from_dict(row.compiled),
         provider_base_url=provider.base_url,

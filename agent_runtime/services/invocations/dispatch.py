@@ -19,6 +19,7 @@ from agent_runtime.invocation_results import TEXT_UNKNOWN, result_text
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
 from agent_runtime.secrets_box import SealedSecretError
 from agent_runtime.services import http_dispatch
+from agent_runtime.services.data_policy import data_policy_audit, provider_own_hosts, tool_result_release
 from agent_runtime.services.invocations.context import ToolContext
 from agent_runtime.services.invocations.identifiers import idempotency_key
 from agent_runtime.services.invocations.records import (
@@ -131,7 +132,7 @@ def invocation_dispatch(
 
     timeout_ms = compiled.timeout_ms or ctx.provider_timeout_ms
     outcome = http_dispatch.dispatch_send(request, timeout_ms=timeout_ms)
-    return _record_outcome(identity, invocation, journal, outcome)
+    return _record_outcome(identity, ctx, invocation, journal, outcome)
 
 
 INVOCATION_OUTCOME_FIELDS = (
@@ -156,6 +157,7 @@ JOURNAL_OUTCOME_FIELDS = (
 
 def _record_outcome(
     identity: AgentIdentity,
+    ctx: ToolContext,
     invocation: ToolInvocation,
     journal: ToolCallJournal,
     outcome: http_dispatch.DispatchOutcome,
@@ -182,6 +184,13 @@ def _record_outcome(
         else:
             status, state = ToolInvocation.Status.BUSINESS_REJECTED, "business_rejected"
         result = result_for(invocation, state, outcome.text, ok=outcome.ok, business_status=business_status)
+    # What the agent may see of the answer (the stored result keeps it whole, as the journal does).
+    released = tool_result_release(
+        route=ctx.route,
+        result=result,
+        provider=invocation.provider,
+        own_hosts=provider_own_hosts(base_url=ctx.provider_base_url),
+    )
     invocation.status = status
     invocation.result = result
     invocation.business_status = business_status
@@ -206,12 +215,13 @@ def _record_outcome(
                 business_status=business_status,
                 duration_ms=outcome.duration_ms,
                 reason=outcome.error or None,
+                **data_policy_audit(released),
             )
     except DatabaseError:
         # The business system answered but the outcome could not be recorded (e.g. the ledger
         # failed): keep what it said, as degraded evidence, and never send the call again.
         return _evidence_degraded(identity, invocation, journal, outcome)
-    return result
+    return released
 
 
 def _evidence_degraded(

@@ -1,0 +1,118 @@
+"""Releasing answers to an agent under the workspace's data policy (issue 23, docs/data-policy.md).
+
+:func:`tool_result_release` is the one function every agent-facing tool result passes — the REST
+invoke, resume and receipt results and the MCP ``call_tool`` / ``resume_invocation`` /
+``get_invocation_receipt`` output (text and ``structuredContent`` are built from the released
+result). :func:`data_policy_count` feeds the Prometheus counter
+``bailing_data_policy_findings_total{route, detector, action}``; knowledge calls it for what it
+releases too.
+
+What is filtered is the result's ``text`` (the business answer, or a fixed hub text that never holds
+a finding). Text that parses as a JSON object or array is walked value by value and written back
+as compact JSON only when something was replaced, so a redacted answer stays valid JSON; any other
+text (or JSON cut at the result's 8,192-character bound) is read as one string. The result keeps its
+state, ``ok`` and ``business_status`` whatever the action — a blocked executed write stays
+``executed``: it happened — and a touched result carries ``data_policy: {"action", "findings"}``
+(counts only). The stored result (``ToolInvocation.result``) keeps the raw answer; a policy change
+therefore applies to the next release, replays included.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from prometheus_client import Counter
+
+from agent_runtime.data_policy import TOOL_RESULTS, PolicyOutcome, data_policy_apply
+from agent_runtime.invocation_results import result_text
+from agent_runtime.models import Route, ToolProvider
+from agent_runtime.selectors.routes import route_data_policy
+
+DATA_POLICY_FINDINGS = Counter(
+    "bailing_data_policy_findings",
+    "Findings of the data policy in answers released to agents, by route, detector and the action "
+    "taken on the answer",
+    ["route", "detector", "action"],
+)
+
+
+def data_policy_count(*, route_key: str, outcome: PolicyOutcome) -> None:
+    """Count one released answer's findings (nothing for an untouched answer)."""
+    if not outcome.findings:
+        return
+    for detector, count in outcome.findings.items():
+        DATA_POLICY_FINDINGS.labels(route=route_key, detector=detector, action=outcome.action).inc(count)
+
+
+def provider_own_hosts(*, base_url: str) -> tuple[str, ...]:
+    """The host of a tool provider's ``base_url``: links back to it are not ``external_media``."""
+    host = urlsplit(base_url).hostname
+    return (host,) if host else ()
+
+
+def _hosts_of_provider(name: str) -> tuple[str, ...]:
+    base_url = ToolProvider.objects.filter(name=name).values_list("base_url", flat=True).first()
+    return provider_own_hosts(base_url=base_url) if base_url else ()
+
+
+def _json_container(text: str) -> Any:
+    stripped = text.lstrip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def tool_result_release(
+    *,
+    route: Route,
+    result: dict[str, Any] | None,
+    provider: str,
+    own_hosts: Iterable[str] | None = None,
+) -> dict[str, Any] | None:
+    """``result`` as the agent may see it under ``route``'s data policy (``result`` itself when the
+    policy is absent, does not apply to tool results, or finds nothing).
+
+    ``provider`` names the tool provider that answered; its ``base_url`` host is the answer's own host
+    (read from the database only when a policy applies, unless ``own_hosts`` is given). Counts the
+    findings (:func:`data_policy_count`); the caller records them in its audit event from the
+    released result's ``data_policy`` field.
+    """
+    if result is None or not isinstance(result.get("text"), str):
+        return result
+    policy = route_data_policy(route)
+    if policy is None or not policy.applies_to(TOOL_RESULTS):
+        return result
+    hosts = tuple(own_hosts) if own_hosts is not None else _hosts_of_provider(provider)
+    text = result["text"]
+    container = _json_container(text)
+    outcome = data_policy_apply(
+        policy=policy,
+        value=container if container is not None else text,
+        surface=TOOL_RESULTS,
+        own_hosts=hosts,
+    )
+    if not outcome.touched:
+        return result
+    data_policy_count(route_key=route.route_key, outcome=outcome)
+    released = dict(result)
+    if outcome.blocked:
+        released["text"] = outcome.notice
+    elif outcome.value is not (container if container is not None else text):
+        value = outcome.value
+        released["text"] = result_text(
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        )
+    released["data_policy"] = outcome.summary
+    return released
+
+
+def data_policy_audit(result: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The audit data of a released result: ``{"data_policy": {...}}`` when touched, else nothing."""
+    summary = result.get("data_policy") if result else None
+    return {"data_policy": summary} if summary else {}

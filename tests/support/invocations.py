@@ -148,6 +148,29 @@ def sized_arguments(size: int, *, note: str = "bulk", **extra: Any) -> dict[str,
     return arguments
 
 
+def call_awaiting_approval(
+    api_client,
+    shop,
+    *,
+    tool: str,
+    arguments: dict[str, Any],
+    route_key: str = "shop",
+    on_behalf_of: str = "alice",
+    write_tools: tuple[str, ...] = ("cancel_order", "request_refund"),
+):
+    """A Demo Shop write of ``on_behalf_of`` waiting for approval in workspace ``route_key``: returns
+    the agent session, the invocation body and its ``ToolApproval``."""
+    from agent_runtime.models import ToolApproval
+
+    provider_for(name="demo-shop", base_url=shop.base_url, secret=shop.secret)
+    workspace(route_key=route_key, provider="demo-shop", write_tools=list(write_tools))
+    session = agent(route_key=route_key, on_behalf_of=on_behalf_of)
+    body = invoke_body(session, route_key, tool, arguments)
+    result = post(api_client, session, INVOKE_URL, body).json()
+    assert result["state"] == "awaiting_approval", result
+    return session, body, ToolApproval.objects.get(pk=result["approval_id"])
+
+
 def approve(approval_id: int, *, decision_id: str | None = None) -> None:
     """Approve ``approval_id`` through the decision service, as an approver would."""
     from approvals.services.decisions import approval_decide

@@ -15,7 +15,7 @@ from approvals.services.decisions import approval_decide
 from bailing.audit.actor import Actor
 from bailing.signing import sign_callback
 from tests.factories import UserFactory
-from tests.support.invocations import INVOKE_URL, agent, invoke_body, post, provider_for, workspace
+from tests.support.invocations import agent, call_awaiting_approval
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROUTE = "shop"
@@ -38,13 +38,10 @@ SECRET_REASON = "card 4111-1111-1111-1111 under the mat"
 @pytest.fixture
 def pending(demo_shop, api_client):
     """A pending approval of alice's cancellation of SO-1004 (a reason we can look for), her session."""
-    provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
-    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["cancel_order", "request_refund"])
-    session = agent(route_key=ROUTE)
-    body = invoke_body(session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": SECRET_REASON})
-    result = post(api_client, session, INVOKE_URL, body).json()
-    assert result["state"] == "awaiting_approval"
-    return session, ToolApproval.objects.get(pk=result["approval_id"])
+    session, _, approval = call_awaiting_approval(
+        api_client, demo_shop, tool="cancel_order", arguments={"order_id": "SO-1004", "reason": SECRET_REASON}
+    )
+    return session, approval
 
 
 def read(approval_id, *, token=None, signed_with=None, timestamp_ms=None, headers=None):

@@ -16,11 +16,10 @@ from bailing.signing import sign_callback
 from tests.support.invocations import (
     INVOKE_URL,
     agent,
+    call_awaiting_approval,
     invoke_body,
     post,
-    provider_for,
     resume_url,
-    workspace,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,14 +29,9 @@ ROUTE = "shop"
 @pytest.fixture
 def pending(demo_shop, api_client):
     """A pending approval of alice's cancellation of SO-1004, and her session."""
-    provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
-    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["cancel_order", "request_refund"])
-    session = agent(route_key=ROUTE)
-    body = invoke_body(session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": "duplicate"})
-    result = post(api_client, session, INVOKE_URL, body).json()
-    assert result["state"] == "awaiting_approval"
-    approval = ToolApproval.objects.get(pk=result["approval_id"])
-    return session, body, approval
+    return call_awaiting_approval(
+        api_client, demo_shop, tool="cancel_order", arguments={"order_id": "SO-1004", "reason": "duplicate"}
+    )
 
 
 def decision(approval: ToolApproval, **overrides):

@@ -13,6 +13,7 @@ from tests.support.console import PASSWORD, csp_violations, signed_in
 from tests.support.invocations import (
     INVOKE_URL,
     agent,
+    call_awaiting_approval,
     console_decision,
     invoke_body,
     post,
@@ -28,12 +29,12 @@ ROUTE = "shop"
 @pytest.fixture
 def waiting(demo_shop, api_client):
     """alice's cancellation of SO-1004, waiting for approval."""
-    provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
-    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["cancel_order", "request_refund"])
-    session = agent(route_key=ROUTE, on_behalf_of="alice")
-    body = invoke_body(session, ROUTE, "cancel_order", {"order_id": "SO-1004", "reason": "changed mind"})
-    result = post(api_client, session, INVOKE_URL, body).json()
-    return session, body, ToolApproval.objects.get(pk=result["approval_id"])
+    return call_awaiting_approval(
+        api_client,
+        demo_shop,
+        tool="cancel_order",
+        arguments={"order_id": "SO-1004", "reason": "changed mind"},
+    )
 
 
 def test_the_inbox_lists_pending_first_and_the_nav_counts_them(waiting, approver):

@@ -9,18 +9,13 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from agent_runtime.models import ToolApproval
 from bailing.audit.models import AuditEvent
 from tests.support.console import signed_in
 from tests.support.invocations import (
-    INVOKE_URL,
-    agent,
+    call_awaiting_approval,
     console_decision,
-    invoke_body,
     post,
-    provider_for,
     resume_url,
-    workspace,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,14 +25,13 @@ ROUTE = "shop"
 @pytest.fixture
 def refund(demo_shop, api_client):
     """alice's refund of 650 on SO-1002, waiting for approval (a rule matched)."""
-    provider_for(name="demo-shop", base_url=demo_shop.base_url, secret=demo_shop.secret)
-    workspace(route_key=ROUTE, provider="demo-shop", write_tools=["request_refund"])
-    session = agent(route_key=ROUTE, on_behalf_of="alice")
-    body = invoke_body(
-        session, ROUTE, "request_refund", {"order_id": "SO-1002", "amount": 650, "reason": "jug"}
+    return call_awaiting_approval(
+        api_client,
+        demo_shop,
+        tool="request_refund",
+        arguments={"order_id": "SO-1002", "amount": 650, "reason": "jug"},
+        write_tools=("request_refund",),
     )
-    result = post(api_client, session, INVOKE_URL, body).json()
-    return session, body, ToolApproval.objects.get(pk=result["approval_id"])
 
 
 def _decide_url(approval, decision: str | None = None) -> str:

@@ -41,10 +41,20 @@ DATA_POLICY_FINDINGS = Counter(
 
 def data_policy_count(*, route_key: str, outcome: PolicyOutcome) -> None:
     """Count one released answer's findings (nothing for an untouched answer)."""
-    if not outcome.findings:
-        return
-    for detector, count in outcome.findings.items():
-        DATA_POLICY_FINDINGS.labels(route=route_key, detector=detector, action=outcome.action).inc(count)
+    _count(route_key, outcome.action, outcome.findings)
+
+
+def data_policy_count_released(*, route_key: str, result: Mapping[str, Any] | None) -> None:
+    """Count the findings of a result released with ``count=False``, from its ``data_policy`` field
+    (for a caller that counts only once what it released is recorded)."""
+    summary = result.get("data_policy") if result else None
+    if summary:
+        _count(route_key, summary["action"], summary["findings"])
+
+
+def _count(route_key: str, action: str | None, findings: Mapping[str, int]) -> None:
+    for detector, count in findings.items():
+        DATA_POLICY_FINDINGS.labels(route=route_key, detector=detector, action=action).inc(count)
 
 
 def provider_own_hosts(*, base_url: str) -> tuple[str, ...]:
@@ -74,14 +84,16 @@ def tool_result_release(
     result: dict[str, Any] | None,
     provider: str,
     own_hosts: Iterable[str] | None = None,
+    count: bool = True,
 ) -> dict[str, Any] | None:
     """``result`` as the agent may see it under ``route``'s data policy (``result`` itself when the
     policy is absent, does not apply to tool results, or finds nothing).
 
     ``provider`` names the tool provider that answered; its ``base_url`` host is the answer's own host
     (read from the database only when a policy applies, unless ``own_hosts`` is given). Counts the
-    findings (:func:`data_policy_count`); the caller records them in its audit event from the
-    released result's ``data_policy`` field.
+    findings (:func:`data_policy_count`) unless ``count`` is false — then the caller counts them
+    with :func:`data_policy_count_released` once it has recorded the result; the caller records them
+    in its audit event from the released result's ``data_policy`` field.
     """
     if result is None or not isinstance(result.get("text"), str):
         return result
@@ -99,7 +111,8 @@ def tool_result_release(
     )
     if not outcome.touched:
         return result
-    data_policy_count(route_key=route.route_key, outcome=outcome)
+    if count:
+        data_policy_count(route_key=route.route_key, outcome=outcome)
     released = dict(result)
     if outcome.blocked:
         released["text"] = outcome.notice

@@ -19,7 +19,12 @@ from agent_runtime.invocation_results import TEXT_UNKNOWN, result_text
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
 from agent_runtime.secrets_box import SealedSecretError
 from agent_runtime.services import http_dispatch
-from agent_runtime.services.data_policy import data_policy_audit, provider_own_hosts, tool_result_release
+from agent_runtime.services.data_policy import (
+    data_policy_audit,
+    data_policy_count_released,
+    provider_own_hosts,
+    tool_result_release,
+)
 from agent_runtime.services.invocations.context import ToolContext
 from agent_runtime.services.invocations.identifiers import idempotency_key
 from agent_runtime.services.invocations.records import (
@@ -190,6 +195,7 @@ def _record_outcome(
         result=result,
         provider=invocation.provider,
         own_hosts=provider_own_hosts(base_url=ctx.provider_base_url),
+        count=False,  # counted once the outcome is recorded: a degraded outcome releases none of it
     )
     invocation.status = status
     invocation.result = result
@@ -221,6 +227,7 @@ def _record_outcome(
         # The business system answered but the outcome could not be recorded (e.g. the ledger
         # failed): keep what it said, as degraded evidence, and never send the call again.
         return _evidence_degraded(identity, invocation, journal, outcome)
+    data_policy_count_released(route_key=ctx.route.route_key, result=released)
     return released
 
 

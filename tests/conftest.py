@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.support.console",
     "tests.support.outage",
     "tests.support.outbound",
+    "tests.support.cpu_profile",
 ]
 
 
@@ -76,6 +77,7 @@ def pytest_unconfigure(config):
     from django.conf import settings
 
     from bailing.db import embedded
+    from tests.support.cpu_profile import record_postgres
 
     if _xdist_worker(config):
         return
@@ -83,6 +85,7 @@ def pytest_unconfigure(config):
         from django.db import connections
 
         connections.close_all()
+        record_postgres(settings.BAILING_PGDATA)
         embedded.embedded_server_stop(settings.BAILING_PGDATA)
 
 

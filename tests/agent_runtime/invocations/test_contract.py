@@ -420,7 +420,10 @@ def test_an_approval_rule_that_cannot_be_evaluated_rejects_the_call(api_client, 
     )
 
 
-def test_the_client_rate_limit_is_a_retryable_rejection_that_stores_nothing(api_client, shop):
+def test_the_client_rate_limit_is_a_retryable_rejection_that_stores_nothing(api_client, shop, monkeypatch):
+    # The client's window is a fixed minute: both calls must fall in one, not straddle two.
+    mid_minute = timezone.now().replace(second=30, microsecond=0)
+    monkeypatch.setattr(rate_limits, "timezone", types.SimpleNamespace(now=lambda: mid_minute))
     session = agent(route_key=ROUTE, rate_limit=1)
     first = post(api_client, session, INVOKE_URL, invoke_body(session, ROUTE, "list_orders", {}))
     assert first.json()["state"] == "executed"

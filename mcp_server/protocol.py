@@ -12,6 +12,13 @@ The endpoint holds no protocol session. Two eras share it, told apart by the req
   it in ``MCP-Protocol-Version`` (absent means 2025-03-26, as the transport spec says). The endpoint
   never issues ``Mcp-Session-Id``, which tells these clients that there is no session to keep.
 
+**Tasks** (the ``io.modelcontextprotocol/tasks`` extension, modern era only): ``server/discover``
+advertises it; a ``tools/call`` whose ``_meta`` client capabilities declare it may be answered with a
+``CreateTaskResult`` (``resultType: "task"``) — the host decides — and ``tasks/get``,
+``tasks/update`` and ``tasks/cancel`` are served to requests that declare it (else ``-32021``), with
+``Mcp-Name`` equal to ``params.taskId`` (else ``-32020``) and ``-32602`` for an unknown task. A request
+that does not declare it is answered as before, whatever earlier requests declared.
+
 Parameters are validated against the exact per-version wire models of the SDK
 (``mcp_types.methods.validate_client_request``) and results are serialised through them
 (``serialize_server_result``), so a field a version does not know never reaches its clients. The
@@ -26,15 +33,19 @@ from typing import Any, Protocol
 
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_NAME_HEADER,
     MCP_PROTOCOL_VERSION_HEADER,
     InboundLadderRejection,
     classify_inbound_request,
+    decode_header_value,
     unsupported_protocol_version_rejection,
 )
 from mcp_types import (
+    HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     SERVER_INFO_META_KEY,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -55,7 +66,12 @@ DEFAULT_HANDSHAKE_VERSION = "2025-03-26"
 # per session ("private") and follows the workspace's catalog, so it is kept short.
 CACHE_TTL_MS = 30_000
 
-SERVED_METHODS = frozenset({"initialize", "ping", "server/discover", "tools/list", "tools/call"})
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+SERVED_METHODS = frozenset(
+    {"initialize", "ping", "server/discover", "tools/list", "tools/call", *TASK_METHODS}
+)
 
 
 class ToolHost(Protocol):
@@ -68,12 +84,29 @@ class ToolHost(Protocol):
     def list_tools(self) -> list[dict[str, Any]]:
         """``Tool`` objects in wire form (camelCase keys), in a deterministic order."""
 
-    def call_tool(self, name: str, arguments: dict[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
-        """A ``CallToolResult`` in wire form; raise :class:`UnknownTool` for a name not listed."""
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], meta: Mapping[str, Any], *, tasks: bool
+    ) -> dict[str, Any]:
+        """A ``CallToolResult`` in wire form; raise :class:`UnknownTool` for a name not listed. With
+        ``tasks`` (declared on this request) it may be a ``CreateTaskResult`` (``resultType: "task"``)."""
+
+    def task_get(self, task_id: str) -> dict[str, Any]:
+        """The ``DetailedTask`` of ``task_id`` (its ``result`` a wire ``CallToolResult``); raise
+        :class:`UnknownTask` for an id this caller has no task of."""
+
+    def task_update(self, task_id: str) -> None:
+        """Acknowledge ``tasks/update`` (raise :class:`UnknownTask` as ``task_get``)."""
+
+    def task_cancel(self, task_id: str) -> None:
+        """Acknowledge ``tasks/cancel`` after acting on it (raise :class:`UnknownTask` as ``task_get``)."""
 
 
 class UnknownTool(Exception):
     """``tools/call`` named a tool this caller was not offered: JSON-RPC ``-32602``."""
+
+
+class UnknownTask(Exception):
+    """``tasks/*`` named a task this caller has none of: JSON-RPC ``-32602``."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +208,8 @@ def exchange(message: Any, headers: Mapping[str, str], host: ToolHost) -> Reply:
             )
     method = message["method"]
     try:
+        if method in TASK_METHODS and modern:
+            _check_task_request(params or {}, headers)
         result = _dispatch(method, version, params, host, modern=modern)
     except _RpcError as exc:
         return _error(request_id, exc.code, exc.message, data=exc.data, modern=modern)
@@ -220,15 +255,50 @@ def _validate(method: str, version: str, params: Mapping[str, Any] | None) -> No
         raise _RpcError(INVALID_PARAMS, "Invalid params", data={"fields": where}) from None
 
 
-def _capabilities() -> dict[str, Any]:
-    return {"tools": {"listChanged": False}}
+def _capabilities(*, modern: bool = False) -> dict[str, Any]:
+    capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+    if modern:
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    return capabilities
+
+
+def declares_tasks(params: Mapping[str, Any] | None) -> bool:
+    """Does this request's ``_meta`` client capabilities declare the tasks extension?"""
+    meta = (params or {}).get("_meta")
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, Mapping) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
+
+
+def _check_task_request(params: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    """A ``tasks/*`` request (after the envelope ladder): declared extension, ``taskId``, the
+    routing header, and ``inputResponses`` of ``tasks/update``."""
+    if not declares_tasks(params):
+        raise _RpcError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Missing required client capability",
+            data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+        )
+    task_id = params.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise _RpcError(INVALID_PARAMS, "Invalid params", data={"fields": ["taskId"]})
+    try:
+        routed = decode_header_value(headers.get(MCP_NAME_HEADER))
+    except ValueError:
+        routed = None
+    if routed != task_id:
+        raise _RpcError(
+            HEADER_MISMATCH, f"{MCP_NAME_HEADER} header does not match the request body's 'taskId'"
+        )
 
 
 def _dispatch(
     method: str, version: str, params: Mapping[str, Any] | None, host: ToolHost, *, modern: bool
 ) -> dict[str, Any]:
-    if method not in SERVED_METHODS:
+    if method not in SERVED_METHODS or (method in TASK_METHODS and not modern):
         raise _RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    if method in TASK_METHODS:
+        return _task_method(method, params or {}, host)
     _validate(method, version, params)
     params = params or {}
     if method == "initialize":
@@ -241,7 +311,7 @@ def _dispatch(
     if method == "server/discover":
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": _capabilities(),
+            "capabilities": _capabilities(modern=True),
             "instructions": host.instructions,
         }
     if method == "ping":
@@ -254,15 +324,35 @@ def _dispatch(
     # tools/call
     arguments = params.get("arguments") or {}
     meta = params.get("_meta") if isinstance(params.get("_meta"), Mapping) else {}
+    # Only a request that declares the extension may get a task (never one of an earlier request).
+    tasks = modern and declares_tasks(params)
     try:
-        return host.call_tool(params["name"], dict(arguments), meta)
+        return host.call_tool(params["name"], dict(arguments), meta, tasks=tasks)
     except UnknownTool:
         raise _RpcError(INVALID_PARAMS, f"Unknown tool: {params['name']}") from None
+
+
+def _task_method(method: str, params: Mapping[str, Any], host: ToolHost) -> dict[str, Any]:
+    task_id = params["taskId"]  # checked by _check_task_request
+    if method == "tasks/update" and not isinstance(params.get("inputResponses"), Mapping):
+        raise _RpcError(INVALID_PARAMS, "Invalid params", data={"fields": ["inputResponses"]})
+    try:
+        if method == "tasks/get":
+            return host.task_get(task_id)
+        if method == "tasks/update":
+            host.task_update(task_id)
+        else:
+            host.task_cancel(task_id)
+    except UnknownTask:
+        raise _RpcError(INVALID_PARAMS, "Task not found") from None
+    return {}
 
 
 def _serialize(method: str, version: str, result: dict[str, Any], host: ToolHost) -> dict[str, Any]:
     """The result as ``version`` shapes it (fields it does not know are dropped by the SDK's model)."""
     modern = version in MODERN_VERSIONS
+    if modern and (method in TASK_METHODS or result.get("resultType") == "task"):
+        return _stamp(_task_shaped(method, version, result), host)
     if modern:
         result = {"resultType": "complete", **result}
         if method in wire.CACHEABLE_METHODS:
@@ -272,9 +362,30 @@ def _serialize(method: str, version: str, result: dict[str, Any], host: ToolHost
     except (KeyError, ValidationError) as exc:
         raise RuntimeError(f"the {method} result does not fit MCP {version}") from exc
     if modern:
-        meta = dict(shaped.get("_meta") or {})
-        meta.setdefault(SERVER_INFO_META_KEY, {"name": host.server_name, "version": host.server_version})
-        shaped["_meta"] = meta
+        shaped = _stamp(shaped, host)
+    return shaped
+
+
+def _stamp(shaped: dict[str, Any], host: ToolHost) -> dict[str, Any]:
+    meta = dict(shaped.get("_meta") or {})
+    meta.setdefault(SERVER_INFO_META_KEY, {"name": host.server_name, "version": host.server_version})
+    shaped["_meta"] = meta
+    return shaped
+
+
+def _task_shaped(method: str, version: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A task result (the SDK has no wire model of the extension): a ``CreateTaskResult`` keeps its
+    ``resultType: "task"``; ``tasks/*`` results are ``"complete"``, and the ``CallToolResult`` a
+    completed task carries goes through the SDK's ``tools/call`` model of ``version``."""
+    shaped = {"resultType": "complete", **result} if method in TASK_METHODS else dict(result)
+    inner = shaped.get("result")
+    if isinstance(inner, dict):
+        try:
+            call = wire.serialize_server_result("tools/call", version, {"resultType": "complete", **inner})
+        except (KeyError, ValidationError) as exc:
+            raise RuntimeError(f"the task's tools/call result does not fit MCP {version}") from exc
+        call.pop("resultType", None)
+        shaped["result"] = call
     return shaped
 
 
@@ -284,7 +395,9 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "Reply",
     "ToolHost",
+    "UnknownTask",
     "UnknownTool",
+    "declares_tasks",
     "exchange",
     "parse_error",
 ]

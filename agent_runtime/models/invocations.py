@@ -149,7 +149,9 @@ class ToolApproval(models.Model):
 
     ``intent`` is the complete ``bailing.approval-intent.v1`` snapshot the approver saw; ``args`` the
     complete argument snapshot. ``pending`` → ``approved`` | ``denied`` (| ``expired`` when an
-    approval lifetime is configured; expired acts as denied). ``consumed_at`` is set, atomically and
+    approval lifetime is configured; expired acts as denied); ``pending`` or ``approved`` (not yet
+    consumed) → ``withdrawn`` when the calling agent withdraws the call (``withdrawn_at``; an MCP
+    ``tasks/cancel``), which also acts as denied. ``consumed_at`` is set, atomically and
     once, when the approved arguments are dispatched. The id is a positive integer: business systems
     match ``\\d+`` and send numbers.
     """
@@ -159,6 +161,7 @@ class ToolApproval(models.Model):
         APPROVED = "approved"
         DENIED = "denied"
         EXPIRED = "expired"
+        WITHDRAWN = "withdrawn"
 
     invocation = models.OneToOneField(ToolInvocation, on_delete=models.CASCADE, related_name="approval")
     job_id = models.UUIDField()
@@ -188,6 +191,7 @@ class ToolApproval(models.Model):
     decision_comment = models.TextField(blank=True, default="")
     decided_at = models.DateTimeField(null=True, blank=True)
     consumed_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 

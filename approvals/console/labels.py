@@ -69,6 +69,12 @@ APPROVAL_BADGES: dict[str, Badge] = {
     _Approval.EXPIRED: Badge(
         "expired", "off", _Approval.EXPIRED, "Nobody decided in time; it acts as a denial."
     ),
+    _Approval.WITHDRAWN: Badge(
+        "withdrawn",
+        "off",
+        _Approval.WITHDRAWN,
+        "The agent withdrew the call before it was sent; it acts as a denial and needs no decision.",
+    ),
 }
 
 NOTIFICATION_BADGES: dict[str, Badge] = {
@@ -119,6 +125,14 @@ def invocation_badge(invocation: ToolInvocation) -> Badge:
                 status,
                 "Approved; the agent's next resume sends the call, once.",
                 note="not sent yet: the agent has not resumed",
+            )
+        if decided == _Approval.WITHDRAWN:
+            return Badge(
+                "withdrawn",
+                "off",
+                status,
+                "The agent withdrew the call before it was sent; nothing is sent.",
+                note="the agent's next resume records the end",
             )
         if decided in (_Approval.DENIED, _Approval.EXPIRED):
             return Badge(

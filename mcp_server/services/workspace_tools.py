@@ -43,6 +43,7 @@ from agent_runtime.services.invocations import (
 )
 from bailing.api.errors import ApiError
 from mcp_server.protocol import UnknownTool
+from mcp_server.services import tasks as tasks_module
 from mcp_server.services.knowledge_tools import (
     ASK_TOOL,
     SEARCH_TOOL,
@@ -281,7 +282,11 @@ class WorkspaceTools:
         return None if name in HUB_TOOLS else self.catalog().tool(name)
 
     # --- tools/call ---------------------------------------------------------------------------------
-    def call_tool(self, name: str, arguments: dict[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], meta: Mapping[str, Any], *, tasks: bool = False
+    ) -> dict[str, Any]:
+        """A ``CallToolResult``; with ``tasks`` (the client declared the tasks extension on this
+        request) a call that waits for approval is a ``CreateTaskResult`` instead."""
         if name == SEARCH_TOOL:
             return search_knowledge_call(identity=self.identity, access=self.access, arguments=arguments)
         if name == ASK_TOOL:
@@ -292,7 +297,7 @@ class WorkspaceTools:
             if name == FIND_TOOLS:
                 return self._find(arguments)
             if name == CALL_TOOL:
-                return self._call_by_name(arguments)
+                return self._call_by_name(arguments, tasks=tasks)
             if name == RESUME_INVOCATION:
                 return self._resume(arguments)
             if name == GET_RECEIPT:
@@ -301,7 +306,7 @@ class WorkspaceTools:
             if tool is None:
                 raise UnknownTool(name)
             invocation_id = meta.get(INVOCATION_ID_META_KEY)
-            return self._invoke(tool.name, arguments, invocation_id)
+            return self._invoke(tool.name, arguments, invocation_id, tasks=tasks)
         except ApiError as exc:
             return api_failure(exc)
 
@@ -332,7 +337,7 @@ class WorkspaceTools:
         text += f"\n\nCall one with {CALL_TOOL} (its input_schema is in the structured content)."
         return _text(text, found)
 
-    def _call_by_name(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _call_by_name(self, arguments: dict[str, Any], *, tasks: bool) -> dict[str, Any]:
         name = arguments.get("name")
         if not isinstance(name, str) or not name:
             return tool_failed("Tool failed: `name` must be a non-empty string")
@@ -341,9 +346,11 @@ class WorkspaceTools:
             tool_arguments = {}
         if not isinstance(tool_arguments, dict):
             return tool_failed("Tool failed: `arguments` must be an object")
-        return self._invoke(name, tool_arguments, arguments.get("invocation_id"))
+        return self._invoke(name, tool_arguments, arguments.get("invocation_id"), tasks=tasks)
 
-    def _invoke(self, tool: str, arguments: dict[str, Any], invocation_id: Any) -> dict[str, Any]:
+    def _invoke(
+        self, tool: str, arguments: dict[str, Any], invocation_id: Any, *, tasks: bool
+    ) -> dict[str, Any]:
         if invocation_id is None:
             invocation_id = secrets.token_hex(32)
         elif not isinstance(invocation_id, str) or not _INVOCATION_ID_RE.fullmatch(invocation_id):
@@ -362,6 +369,8 @@ class WorkspaceTools:
                 capability_revision=catalog.revision,
             ),
         )
+        if tasks and result["state"] == "awaiting_approval":
+            return tasks_module.task_created(identity=self.identity, invocation_id=result["invocation_id"])
         return invocation_call_result(result)
 
     def _invocation_id(self, arguments: dict[str, Any]) -> str | None:
@@ -391,3 +400,24 @@ class WorkspaceTools:
         if approval["status"] != "none":
             text += f"\nApproval #{approval['approval_id']}: {approval['status']}."
         return _text(text, receipt)
+
+    # --- tasks/get, tasks/update, tasks/cancel (approvals as tasks) ----------------------------------------
+    @staticmethod
+    def _task_call_result(outcome: dict[str, Any] | ApiError) -> dict[str, Any]:
+        if isinstance(outcome, ApiError):
+            return api_failure(outcome)
+        return invocation_call_result(outcome)
+
+    def task_get(self, task_id: str) -> dict[str, Any]:
+        return tasks_module.task_get(
+            identity=self.identity,
+            route_key=self.access.route_key,
+            task_id=task_id,
+            call_result=self._task_call_result,
+        )
+
+    def task_update(self, task_id: str) -> None:
+        tasks_module.task_update(identity=self.identity, route_key=self.access.route_key, task_id=task_id)
+
+    def task_cancel(self, task_id: str) -> None:
+        tasks_module.task_cancel(identity=self.identity, route_key=self.access.route_key, task_id=task_id)

@@ -91,3 +91,39 @@ def call_modern(client, route: str, token: str, name: str, arguments: dict[str, 
 def text_of(result: dict[str, Any]) -> str:
     assert [block["type"] for block in result["content"]] == ["text"]
     return result["content"][0]["text"]
+
+
+# --- the tasks extension (io.modelcontextprotocol/tasks) ----------------------------------------------
+TASKS = "io.modelcontextprotocol/tasks"
+TASKS_CAPABILITY = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
+
+
+def call_with_tasks(client, route: str, token: str, name: str, arguments: dict[str, Any] | None = None):
+    """``tools/call`` declaring the tasks extension in its per-request capabilities."""
+    return call_modern(client, route, token, name, arguments, **TASKS_CAPABILITY)
+
+
+def post_task(
+    client,
+    route: str,
+    token: str,
+    method: str,
+    task_id: str,
+    *,
+    declare: bool = True,
+    mcp_name: str | None = None,
+    **params: Any,
+):
+    """A ``tasks/get|update|cancel`` request as the extension's clients send it: the capability in
+    ``_meta`` (unless ``declare`` is false) and ``Mcp-Name`` set to the task id (or ``mcp_name``)."""
+    message = modern_message(method, {"taskId": task_id, **params}, **(TASKS_CAPABILITY if declare else {}))
+    headers = {**modern_headers(message), "Mcp-Name": task_id if mcp_name is None else mcp_name}
+    return post_raw(client, route, json.dumps(message), token=token, headers=headers)
+
+
+def task_result(client, route: str, token: str, method: str, task_id: str, **params: Any) -> dict[str, Any]:
+    response = post_task(client, route, token, method, task_id, **params)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert "result" in body, body
+    return body["result"]

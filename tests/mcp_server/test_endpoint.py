@@ -222,7 +222,10 @@ def test_discover_names_every_supported_revision(client, token):
     result = response.json()["result"]
     wire.validate_server_result("server/discover", MODERN, result)
     assert set(result["supportedVersions"]) == {"2025-03-26", "2025-06-18", "2025-11-25", MODERN}
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert result["resultType"] == "complete"
     assert result["cacheScope"] == "private" and result["ttlMs"] >= 0
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "bailing-hub"

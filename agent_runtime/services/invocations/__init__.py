@@ -21,7 +21,8 @@ The package by concern:
 * ``records`` — audit milestones and the states reached without a business answer;
 * ``dispatch`` — the journal commit, the signed request and its outcome;
 * ``calls`` — the entry points, :func:`invocation_create` and :func:`invocation_resume`;
-* ``receipts`` — the receipt as released to the agent (:func:`invocation_receipt_release`).
+* ``receipts`` — the receipt as released to the agent (:func:`invocation_receipt_release`);
+* ``withdrawals`` — the caller withdraws a call waiting for approval (:func:`invocation_withdraw`).
 
 Every result an agent reads passes :func:`agent_runtime.services.data_policy.tool_result_release`
 (the workspace's data policy): a fresh business answer in ``dispatch``, a replayed stable result in
@@ -46,6 +47,7 @@ from agent_runtime.services.invocations.calls import InvocationRequest, invocati
 from agent_runtime.services.invocations.identifiers import idempotency_key
 from agent_runtime.services.invocations.locks import invocation_lock_free
 from agent_runtime.services.invocations.receipts import invocation_receipt_release
+from agent_runtime.services.invocations.withdrawals import Withdrawal, invocation_withdraw
 
 # The raw body of ``POST /tool-invocations`` (arguments plus envelope) and of ``…/resume``.
 ENVELOPE_MAX_BYTES = INVOCATION_BODY_MAX_BYTES
@@ -56,6 +58,7 @@ __all__ = [
     "RESUME_BODY_MAX_BYTES",
     "InvocationRequest",
     "ToolArguments",
+    "Withdrawal",
     "arguments_hash",
     "arguments_size_checked",
     "idempotency_key",
@@ -63,5 +66,6 @@ __all__ = [
     "invocation_lock_free",
     "invocation_receipt_release",
     "invocation_resume",
+    "invocation_withdraw",
     "tool_arguments",
 ]

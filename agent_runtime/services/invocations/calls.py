@@ -54,6 +54,7 @@ from agent_runtime.services.invocations.results import (
     provider_busy,
     rate_limited,
 )
+from agent_runtime.services.invocations.withdrawals import invocation_withdraw_finish
 from agent_runtime.services.rate_limits import client_rate_check
 from agent_runtime.tools.acc import ApprovalConditionError
 
@@ -251,6 +252,9 @@ def _continue(
     approval = approval_expire_if_due(ToolApproval.objects.get(invocation=invocation))
     if approval.status == ToolApproval.Status.PENDING:
         return awaiting_result(invocation, approval)
+    if approval.status == ToolApproval.Status.WITHDRAWN:
+        # Withdrawn while another request held the lock: this one records the end.
+        return invocation_withdraw_finish(identity, invocation, approval.pk)
     if approval.status in (ToolApproval.Status.DENIED, ToolApproval.Status.EXPIRED):
         template = TEXT_DENIED if approval.status == ToolApproval.Status.DENIED else TEXT_EXPIRED
         return finish_without_dispatch(

@@ -37,6 +37,7 @@ from agent_runtime.services.invocations.records import (
     store_rejected,
 )
 from agent_runtime.services.invocations.results import TEXT_REJECTED, result_for
+from agent_runtime.services.invocations.withdrawals import invocation_withdraw_finish
 from agent_runtime.services.providers import provider_secret_open
 from bailing.audit.ledger import audit_record_many
 
@@ -127,6 +128,9 @@ def invocation_dispatch(
             audit_record_many(events)
     except _ApprovalAlreadyConsumed:
         invocation.refresh_from_db()
+        if ToolApproval.objects.filter(pk=approval.pk, status=ToolApproval.Status.WITHDRAWN).exists():
+            # The caller withdrew the call between its approval and this dispatch: nothing is sent.
+            return invocation_withdraw_finish(identity, invocation, approval.pk)
         return finish_without_dispatch(
             identity,
             invocation,

@@ -35,6 +35,7 @@ TEXT_AWAITING = (
 )
 TEXT_DENIED = "The approver denied this call (approval #{approval_id}); nothing was sent."
 TEXT_EXPIRED = "Approval #{approval_id} expired undecided; nothing was sent."
+TEXT_WITHDRAWN = "This call was withdrawn by its caller (approval #{approval_id}); nothing was sent."
 TEXT_REJECTED = {
     "subject_required": "This tool acts on behalf of a signed-in business user, and this session has none.",
     "arguments_invalid": "The arguments do not match the tool's input schema at {field}; nothing was sent.",

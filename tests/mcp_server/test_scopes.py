@@ -193,7 +193,7 @@ def test_agent_auth_sessions_keep_the_whole_surface_on_rest(client, shop):
     assert call_modern(client, ROUTE, token, "list_orders", {})["isError"] is False
 
 
-# --- audience ------------------------------------------------------------------------------------------------
+# --- audience -----------------------------------------------------------------------------------------
 
 
 def test_a_token_works_on_the_endpoint_it_was_issued_for(client, shop):
@@ -232,7 +232,7 @@ def test_on_rest_the_route_gate_keeps_a_token_to_its_workspace(client, shop):
     assert response.status_code == 403 and response.json()["error"] == "route_not_allowed"
 
 
-# --- cache hints ---------------------------------------------------------------------------------------------
+# --- cache hints --------------------------------------------------------------------------------------
 
 
 def test_tools_list_cache_hints_follow_the_capability_revision(client, shop):

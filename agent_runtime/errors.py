@@ -91,6 +91,24 @@ class AudienceNotAllowed(ApiError):
     default_message = "The workspace's audience policy does not admit this principal."
 
 
+class InsufficientScope(ApiError):
+    """An OAuth (MCP) session's token lacks a scope the operation needs (RFC 6750 §3.1; docs/protocol.md
+    "Scopes"). ``required_scopes`` lists every scope the operation needs, also in the
+    ``WWW-Authenticate`` challenge the surface adds."""
+
+    code = "insufficient_scope"
+    http_status = 403
+    default_message = "This sign-in was not granted the scope this operation needs."
+    extras = ("required_scopes",)
+
+    def __init__(self, required: list[str], *, challenge: str = 'Bearer realm="bailing"'):
+        scope = " ".join(required)
+        super().__init__(
+            headers={"WWW-Authenticate": f'{challenge}, error="insufficient_scope", scope="{scope}"'},
+            required_scopes=list(required),
+        )
+
+
 class AgentClientDisabled(ApiError):
     code = "agent_client_disabled"
     http_status = 403

@@ -26,6 +26,50 @@ from bailing.audit.actor import Actor
 
 _ROUTE_KEY_RE = re.compile(AGENT_ROUTE)
 
+# --- OAuth scopes (docs/protocol.md "Scopes") -----------------------------------------------------------
+# What a standard OAuth (MCP) sign-in may be granted, in the order they are shown and answered. Agent
+# Auth v1 sessions (device and browser sign-in of the hub's own agents) carry no scopes: their rights
+# are the whole agent surface, as before. ``tools:call`` implies ``tools:read`` (a broader scope
+# implies the narrower one, as the MCP authorization spec asks servers to account for): a session
+# allowed to call a tool is always allowed to see it.
+SCOPE_KNOWLEDGE_READ = "knowledge:read"
+SCOPE_TOOLS_READ = "tools:read"
+SCOPE_TOOLS_CALL = "tools:call"
+SCOPES = (SCOPE_KNOWLEDGE_READ, SCOPE_TOOLS_READ, SCOPE_TOOLS_CALL)
+# Granted when the authorization request names no scope: everything, so that the clients that signed
+# in before scopes existed (and the MCP SDK, which asks for what the 401 challenge lists) keep working.
+DEFAULT_SCOPES = SCOPES
+SCOPE_IMPLIES = {SCOPE_TOOLS_CALL: (SCOPE_TOOLS_READ,)}
+# How the consent page says each scope, in plain words.
+SCOPE_WORDS = {
+    SCOPE_KNOWLEDGE_READ: "search the handbook",
+    SCOPE_TOOLS_READ: "see the business tools",
+    SCOPE_TOOLS_CALL: "call business tools; writes wait for approval",
+}
+
+
+def scopes_parse(scope: str | None) -> list[str] | None:
+    """The scopes an OAuth ``scope`` parameter asks for (RFC 6749 §3.3: single-space separated), closed
+    over :data:`SCOPE_IMPLIES` and in :data:`SCOPES` order; absent or empty asks for
+    :data:`DEFAULT_SCOPES`. None when an item is not a scope of this hub (``invalid_scope``)."""
+    if scope is None or scope == "":
+        return list(DEFAULT_SCOPES)
+    if not isinstance(scope, str):
+        return None
+    items = set(scope.split(" "))
+    if not items <= set(SCOPES):
+        return None
+    return scopes_closed(items)
+
+
+def scopes_closed(items) -> list[str]:
+    """``items`` with every scope they imply, in :data:`SCOPES` order."""
+    wanted = set(items)
+    for item in list(wanted):
+        wanted.update(SCOPE_IMPLIES.get(item, ()))
+    return [scope for scope in SCOPES if scope in wanted]
+
+
 # Prefetch modes: no route, the one route a view names, or every route the session lists.
 PREFETCH_NONE = "none"
 PREFETCH_ONE = "one"
@@ -55,6 +99,22 @@ class AgentIdentity:
     session: AgentSession
     client: Client
     prefetch: RoutePrefetch | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def scopes(self) -> frozenset[str] | None:
+        """The OAuth scopes the session was granted; None for an Agent Auth v1 session (no limit)."""
+        granted = self.session.scopes
+        return None if granted is None else frozenset(granted)
+
+    def scopes_missing(self, required) -> list[str]:
+        """Which of ``required`` the session lacks (none for an Agent Auth v1 session)."""
+        granted = self.scopes
+        if granted is None:
+            return []
+        return [scope for scope in required if scope not in granted]
+
+    def has_scope(self, scope: str) -> bool:
+        return not self.scopes_missing((scope,))
 
     @property
     def actor(self) -> Actor:

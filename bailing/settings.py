@@ -11,6 +11,7 @@ import ipaddress
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -72,6 +73,56 @@ CSRF_FAILURE_VIEW = "bailing.shell.errors.csrf_failure"
 # Public base URL of the hub, used to build links handed to agents (consent page, console).
 BAILING_PUBLIC_URL = env.str("BAILING_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 
+
+def _cors_origins(value: list[str]) -> list[str]:
+    """``BAILING_MCP_CORS_ORIGINS``: exact ``scheme://host[:port]`` origins (http or https, lower case,
+    no path, no wildcard), each allowed to call the MCP endpoints and the OAuth/metadata endpoints from a
+    browser (docs/configuration.md "CORS"). Anything else stops the hub at start-up."""
+    origins = []
+    for origin in (item.strip() for item in value):
+        if not origin:
+            continue
+        parts = urlsplit(origin)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.netloc
+            or origin != f"{parts.scheme}://{parts.netloc}"
+            or origin != origin.lower()
+            or "*" in origin
+            or "@" in parts.netloc
+        ):
+            raise ImproperlyConfigured(
+                f"BAILING_MCP_CORS_ORIGINS: {origin!r} is not an exact origin like https://app.example.com"
+            )
+        origins.append(origin)
+    return origins
+
+
+# Browser-based MCP clients (django-cors-headers, docs/libraries.md): off unless origins are listed,
+# then only for the MCP endpoints, the OAuth endpoints and their metadata. Bearer tokens, never
+# cookies: no credentials mode, so no Access-Control-Allow-Credentials.
+BAILING_MCP_CORS_ORIGINS = _cors_origins(env.list("BAILING_MCP_CORS_ORIGINS", default=[]))
+CORS_ALLOWED_ORIGINS = BAILING_MCP_CORS_ORIGINS
+MCP_CORS_URLS_REGEX = (
+    r"^/(mcp/|oauth/(register|token|revoke)$"
+    r"|\.well-known/oauth-(authorization-server|protected-resource)(/|$))"
+)
+# With no origin listed CORS is off entirely: the pattern matches no path (no Vary, OPTIONS as before).
+CORS_URLS_REGEX = MCP_CORS_URLS_REGEX if CORS_ALLOWED_ORIGINS else r"(?!)"
+CORS_ALLOW_METHODS = ("GET", "POST", "OPTIONS")
+CORS_ALLOW_HEADERS = (
+    "authorization",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "last-event-id",
+)
+CORS_EXPOSE_HEADERS = ("WWW-Authenticate", "Mcp-Session-Id", "Mcp-Protocol-Version")
+CORS_ALLOW_CREDENTIALS = False
+CORS_PREFLIGHT_MAX_AGE = 600
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -86,6 +137,8 @@ INSTALLED_APPS = [
     # The OpenAPI document (/api/schema/) and its docs page (/api/docs/), assets served locally.
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # CORS for browser-based MCP clients (its system checks validate the origins too).
+    "corsheaders",
     "agent_runtime",
     "knowledge",
     "mcp_server",
@@ -103,6 +156,9 @@ MIDDLEWARE = [
     # First: proxy headers from anyone but a named proxy are gone before anything reads them.
     "bailing.security.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before anything that answers on its own: a preflight is answered here, and CORS headers go on
+    # every answer of the MCP and OAuth endpoints, errors included (a browser client must read a 401).
+    "corsheaders.middleware.CorsMiddleware",
     # Serves the console's static files under gunicorn (no separate web server needed).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "bailing.api.middleware.AgentSurfaceMiddleware",

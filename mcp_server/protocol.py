@@ -84,6 +84,9 @@ class ToolHost(Protocol):
     def list_tools(self) -> list[dict[str, Any]]:
         """``Tool`` objects in wire form (camelCase keys), in a deterministic order."""
 
+    def list_meta(self) -> dict[str, Any]:
+        """Extra ``_meta`` entries of the ``tools/list`` result (namespaced keys)."""
+
     def call_tool(
         self, name: str, arguments: dict[str, Any], meta: Mapping[str, Any], *, tasks: bool
     ) -> dict[str, Any]:
@@ -320,7 +323,11 @@ def _dispatch(
         if params.get("cursor") is not None:
             # One page holds every tool (the list is bounded by the workspace's active tool limit).
             raise _RpcError(INVALID_PARAMS, "Invalid cursor")
-        return {"tools": host.list_tools()}
+        result: dict[str, Any] = {"tools": host.list_tools()}
+        meta = host.list_meta()
+        if meta:
+            result["_meta"] = meta
+        return result
     # tools/call
     arguments = params.get("arguments") or {}
     meta = params.get("_meta") if isinstance(params.get("_meta"), Mapping) else {}

@@ -12,15 +12,30 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from agent_runtime.api.authentication import AgentBearerAuthentication
-from agent_runtime.identity import AgentIdentity
+from agent_runtime.errors import InsufficientScope
+from agent_runtime.identity import SCOPES, AgentIdentity
 from bailing.api.errors import InvalidRequest
 from bailing.api.serializers import StrictSerializer, validate_strict
 
 
 class AgentApiView(APIView):
-    """Base for every agent endpoint: Agent bearer, revalidated on each request."""
+    """Base for every agent endpoint: Agent bearer, revalidated on each request.
+
+    ``required_scopes`` are the OAuth scopes (agent_runtime.identity.SCOPES) a standard OAuth (MCP)
+    sign-in's token needs for the view; an Agent Auth v1 session needs none. Every view names them
+    (``()`` for none); a view that does not needs every scope (fail closed).
+    """
 
     authentication_classes = [AgentBearerAuthentication]
+    required_scopes: tuple[str, ...] | None = None
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if self.identity.scopes is None:
+            return
+        required = SCOPES if self.required_scopes is None else self.required_scopes
+        if self.identity.scopes_missing(required):
+            raise InsufficientScope(list(required))
 
     @property
     def identity(self) -> AgentIdentity:

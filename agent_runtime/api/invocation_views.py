@@ -14,6 +14,7 @@ import re
 from rest_framework.response import Response
 
 from agent_runtime.api.base import AgentApiView, RawStringField, query_params
+from agent_runtime.identity import SCOPE_TOOLS_CALL
 from agent_runtime.selectors import invocations as invocation_selectors
 from agent_runtime.services import invocations as service
 from agent_runtime.tools.compiler import TOOL_NAME_RE
@@ -42,6 +43,8 @@ class InvocationCreateApi(AgentApiView):
     ``data_policy: {"action": "redact"|"block"|"flag", "findings": {"<detector>": count}}``
     (docs/protocol.md "Data policy").
     """
+
+    required_scopes = (SCOPE_TOOLS_CALL,)
 
     body_max_bytes = service.ENVELOPE_MAX_BYTES
 
@@ -82,6 +85,8 @@ class InvocationResumeApi(AgentApiView):
     (docs/protocol.md "Data policy").
     """
 
+    required_scopes = (SCOPE_TOOLS_CALL,)
+
     body_max_bytes = service.RESUME_BODY_MAX_BYTES
 
     class InputSerializer(StrictSerializer):
@@ -102,6 +107,8 @@ class InvocationReceiptApi(AgentApiView):
     (docs/protocol.md "Data policy").
     """
 
+    required_scopes = (SCOPE_TOOLS_CALL,)
+
     def get(self, request, invocation_id: str):
         query_params(request, _NoQuery)
         invocation_id = invocation_id_checked(invocation_id)
@@ -115,6 +122,8 @@ class InvocationReceiptApi(AgentApiView):
 
 class InspectionCapabilitiesApi(AgentApiView):
     """``GET /tool-invocations/inspection-capabilities``: no catalog is loaded, no run created."""
+
+    required_scopes = ()
 
     def get(self, request):
         query_params(request, _NoQuery)

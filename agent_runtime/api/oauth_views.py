@@ -21,9 +21,9 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
+from agent_runtime.identity import SCOPES, scopes_parse
 from agent_runtime.models.oauth import OAUTH_CLIENT_NAME_MAX, OAUTH_REDIRECT_URIS_MAX
 from agent_runtime.services.agent_auth.oauth import (
-    OAUTH_SCOPE,
     AuthorizeError,
     AuthorizeRequest,
     OAuthError,
@@ -38,7 +38,7 @@ from agent_runtime.services.agent_auth.oauth import (
     oauth_refresh_grant,
     oauth_revoke,
     registered_redirect,
-    scope_valid,
+    scope_text,
 )
 from agent_runtime.validation import oauth_redirect_problem
 from bailing.api.errors import InvalidRequest, RateLimited
@@ -91,7 +91,7 @@ def authorization_server_metadata() -> dict:
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
-        "scopes_supported": [OAUTH_SCOPE],
+        "scopes_supported": list(SCOPES),
         "client_id_metadata_document_supported": False,
     }
 
@@ -136,7 +136,8 @@ def validate_registration(body) -> dict:
     ``redirect_uris`` (1–10, unique, each a loopback ``http`` or an ``https`` URI); ``client_name``
     (default "MCP client", ≤ 128 characters, no control characters or bidirectional controls);
     ``token_endpoint_auth_method`` only ``none``; ``grant_types`` ⊆ {authorization_code,
-    refresh_token}; ``response_types`` ⊆ {code}; ``scope`` only ``knowledge:read``.
+    refresh_token}; ``response_types`` ⊆ {code}; ``scope`` only scopes of this hub (answered closed
+    over what they imply; not stored: each authorization request names its own).
     """
     if not isinstance(body, dict):
         raise _metadata_error("The body must be a JSON object.")
@@ -186,13 +187,15 @@ def validate_registration(body) -> dict:
     if not set(_string_list(response_types, "response_types")) <= {"code"} or not response_types:
         raise _metadata_error("response_types may hold only code.")
     scope = body.get("scope")
-    if scope is not None and (not isinstance(scope, str) or not scope_valid(scope)):
-        raise _metadata_error(f"scope may only be {OAUTH_SCOPE}.")
+    scopes = scopes_parse(scope) if scope is None or isinstance(scope, str) else None
+    if scopes is None:
+        raise _metadata_error(f"scope may hold only {scope_text(SCOPES)}.")
     return {
         "client_name": client_name,
         "redirect_uris": redirect_uris,
         "grant_types": list(dict.fromkeys(grant_types)),
         "response_types": ["code"],
+        "scope": scope_text(scopes),
     }
 
 
@@ -229,7 +232,7 @@ class RegisterView(View):
                 "grant_types": data["grant_types"],
                 "response_types": data["response_types"],
                 "token_endpoint_auth_method": "none",
-                "scope": OAUTH_SCOPE,
+                "scope": data["scope"],
             },
             status=201,
         )
@@ -341,7 +344,8 @@ class AuthorizeView(View):
             challenge and PKCE_CHALLENGE_RE.fullmatch(challenge)
         ):
             raise AuthorizeError("invalid_request")
-        if not scope_valid(_single(params, "scope")):
+        scopes = scopes_parse(_single(params, "scope"))
+        if scopes is None:
             raise AuthorizeError("invalid_scope")
         resource = _single(params, "resource")
         if resource is None:
@@ -355,6 +359,7 @@ class AuthorizeView(View):
             state=state,
             code_challenge=challenge,
             route_key=route_key,
+            scopes=tuple(scopes),
         )
 
 
@@ -432,10 +437,11 @@ class TokenView(View):
             else:
                 refresh_token = _required(form, "refresh_token")
                 oauth_client = _client_of(form)
-                if not scope_valid(form.get("scope")):
-                    raise OAuthError("invalid_scope", f"scope may only be {OAUTH_SCOPE}.")
                 result = oauth_refresh_grant(
-                    oauth_client=oauth_client, refresh_token=refresh_token, resource=form.get("resource")
+                    oauth_client=oauth_client,
+                    refresh_token=refresh_token,
+                    resource=form.get("resource"),
+                    scope=form.get("scope"),
                 )
         except OAuthError as exc:
             return _error(exc, token=True)

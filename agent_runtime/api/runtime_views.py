@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from agent_runtime.api.base import AgentApiView
 from agent_runtime.budgets import TURN_TEXT_MAX_CHARS
 from agent_runtime.errors import TaskControlUnsupported
+from agent_runtime.identity import SCOPE_KNOWLEDGE_READ, SCOPE_TOOLS_READ
 from agent_runtime.services import runs
 from bailing.api.limits import SHORT_TEXT_MAX_CHARS
 from bailing.api.serializers import (
@@ -73,6 +74,8 @@ def json_text_response(body: str) -> HttpResponse:
 class TurnCreateApi(AgentApiView):
     """``POST /workspaces/:route/turns`` → ``bailing.agent-turn-context.v1``."""
 
+    required_scopes = (SCOPE_KNOWLEDGE_READ, SCOPE_TOOLS_READ)
+
     body_max_bytes = runs.RUNTIME_BODY_MAX_BYTES
 
     class InputSerializer(StrictSerializer):
@@ -102,6 +105,8 @@ class TurnCreateApi(AgentApiView):
 class RunCompleteApi(AgentApiView):
     """``POST /runs/:run_id/complete`` → ``bailing.agent-run-completion.v1``."""
 
+    required_scopes = (SCOPE_KNOWLEDGE_READ, SCOPE_TOOLS_READ)
+
     body_max_bytes = runs.RUNTIME_BODY_MAX_BYTES
 
     class InputSerializer(StrictSerializer):
@@ -120,6 +125,8 @@ class RunCompleteApi(AgentApiView):
 
 class TaskControlCapabilitiesApi(AgentApiView):
     """``GET /task-control/capabilities``: this hub advertises that it has no task control."""
+
+    required_scopes = ()
 
     def get(self, request):
         return Response(runs.task_control_capabilities())

@@ -6,6 +6,7 @@ from rest_framework.response import Response
 
 from agent_runtime.api.authentication import ALL_ROUTES
 from agent_runtime.api.base import AgentApiView, RawStringField, query_params
+from agent_runtime.identity import SCOPE_TOOLS_READ
 from agent_runtime.selectors import catalog
 from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.workspaces import workspace_profile, workspaces_for_identity
@@ -15,6 +16,8 @@ from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictS
 
 
 class WorkspaceListApi(AgentApiView):
+    required_scopes = ()
+
     def prefetch_routes(self, request):
         return ALL_ROUTES
 
@@ -23,6 +26,8 @@ class WorkspaceListApi(AgentApiView):
 
 
 class WorkspaceBootstrapApi(AgentApiView):
+    required_scopes = (SCOPE_TOOLS_READ,)
+
     def get(self, request, route: str):
         access = route_for_identity(identity=self.identity, route_key=route)
         return Response(workspace_profile(access.route, identity=self.identity, effective=access.effective))
@@ -38,6 +43,8 @@ class CapabilitySearchApi(AgentApiView):
     ``invalid_request``. A ``run_id`` that is not a UUID is 400 ``invalid_request``; a run of another
     session or workspace is 404 ``run_not_found``.
     """
+
+    required_scopes = (SCOPE_TOOLS_READ,)
 
     body_max_bytes = catalog.SEARCH_BODY_MAX_BYTES
 
@@ -68,6 +75,8 @@ class CapabilitySearchApi(AgentApiView):
 class ToolCatalogApi(AgentApiView):
     """``GET /tools?route=`` (``bailing.agent-tool-catalog.v1``), the older direct-tool surface."""
 
+    required_scopes = (SCOPE_TOOLS_READ,)
+
     class InputSerializer(StrictSerializer):
         route = RawStringField()
 
@@ -78,6 +87,8 @@ class ToolCatalogApi(AgentApiView):
 
 class ToolDetailApi(AgentApiView):
     """``GET /tools/:name?route=&capability_revision=`` (``bailing.agent-tool-detail.v1``)."""
+
+    required_scopes = (SCOPE_TOOLS_READ,)
 
     class InputSerializer(StrictSerializer):
         route = RawStringField()

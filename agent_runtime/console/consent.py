@@ -24,6 +24,13 @@ from django.views import View
 from agent_runtime.console.forms import ConsentForm
 from agent_runtime.console.providers import offered_tool_approval
 from agent_runtime.errors import AuthorizationExpired, InvalidState
+from agent_runtime.identity import (
+    SCOPE_KNOWLEDGE_READ,
+    SCOPE_TOOLS_CALL,
+    SCOPE_TOOLS_READ,
+    SCOPE_WORDS,
+    SCOPES,
+)
 from agent_runtime.models import AgentAuthorization
 from agent_runtime.selectors.principals import user_principal
 from agent_runtime.selectors.providers import named_route_catalogs, provider_tools_by_id
@@ -151,6 +158,22 @@ def mcp_client_view(authorization: AgentAuthorization) -> dict | None:
     }
 
 
+def scopes_view(authorization: AgentAuthorization) -> dict | None:
+    """For a standard MCP sign-in: every scope in plain words, and whether this sign-in asks for it
+    (approving grants exactly those); None for Agent Auth v1 (no scopes: the whole agent surface)."""
+    if authorization.scopes is None:
+        return None
+    asked = set(authorization.scopes)
+    items = [{"scope": scope, "words": SCOPE_WORDS[scope], "asked": scope in asked} for scope in SCOPES]
+    return {
+        "items": items,
+        "not_asked": [item for item in items if not item["asked"]],
+        "knowledge": SCOPE_KNOWLEDGE_READ in asked,
+        "tools_read": SCOPE_TOOLS_READ in asked,
+        "tools_call": SCOPE_TOOLS_CALL in asked,
+    }
+
+
 # Tool names listed per kind on the consent page; a workspace of fifty tools says "and 38 more".
 GRANT_NAMES_SHOWN = 12
 
@@ -264,6 +287,7 @@ class ConsentView(ConsoleView, View):
             "authorization": authorization,
             "client": authorization.client,
             "mcp_client": mcp_client_view(authorization),
+            "scopes": scopes_view(authorization),
             "form": form,
             "principal_id": principal["id"],
             "principal_roles": principal["roles"],

@@ -59,6 +59,11 @@ class AgentAuthorization(models.Model):
     oauth_client = models.ForeignKey(
         "OAuthClient", null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
+    # A standard OAuth sign-in's granted scopes (agent_runtime.identity.SCOPES, closed over what they
+    # imply) and its RFC 8707 resource (the ``<public URL>/mcp/<route>`` its token is for); None and ""
+    # for an Agent Auth v1 sign-in, whose session has the whole agent surface and no audience.
+    scopes = models.JSONField(null=True, blank=True)
+    resource = models.CharField(max_length=2048, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -102,6 +107,10 @@ class AgentSession(models.Model):
     oauth_client = models.ForeignKey(
         "OAuthClient", null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
+    # See AgentAuthorization.scopes and .resource: copied at the code exchange, never changed after
+    # (a refresh keeps them; docs/protocol.md "Scopes" and "Audience").
+    scopes = models.JSONField(null=True, blank=True)
+    resource = models.CharField(max_length=2048, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]

@@ -14,6 +14,7 @@ from typing import Any
 from rest_framework.response import Response
 
 from agent_runtime.api.base import AgentApiView, RawStringField
+from agent_runtime.identity import SCOPE_KNOWLEDGE_READ
 from bailing.api.errors import InvalidRequest
 from bailing.api.serializers import StrictCharField, StrictIntegerField, StrictSerializer, validate_strict
 from knowledge import budgets
@@ -29,6 +30,8 @@ READ_BODY_MAX_BYTES = budgets.READ_BODY_MAX_BYTES
 
 class KnowledgeCapabilitiesApi(AgentApiView):
     """``GET …/knowledge/capabilities`` → ``bailing.agent-knowledge-capabilities.v1``."""
+
+    required_scopes = (SCOPE_KNOWLEDGE_READ,)
 
     def get(self, request, route: str):
         if request.query_params:
@@ -48,6 +51,8 @@ class KnowledgeSearchApi(AgentApiView):
     data policy the hints are released filtered and the response may carry the additive field
     ``data_policy`` (counts per detector; docs/protocol.md "Data policy").
     """
+
+    required_scopes = (SCOPE_KNOWLEDGE_READ,)
 
     body_max_bytes = SEARCH_BODY_MAX_BYTES
 
@@ -88,6 +93,8 @@ class KnowledgeReadApi(AgentApiView):
     Under a workspace data policy the page is released filtered and may carry the additive field
     ``data_policy`` (counts per detector; docs/protocol.md "Data policy").
     """
+
+    required_scopes = (SCOPE_KNOWLEDGE_READ,)
 
     body_max_bytes = READ_BODY_MAX_BYTES
 

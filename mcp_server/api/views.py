@@ -32,8 +32,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent_runtime.api.base import AgentApiView
+from agent_runtime.errors import InsufficientScope
+from agent_runtime.identity import SCOPES
 from agent_runtime.selectors.routes import agent_route_key_valid, route_for_identity
-from agent_runtime.services.agent_auth.oauth import OAUTH_SCOPE, mcp_resource_url
+from agent_runtime.services.agent_auth.oauth import mcp_resource_url
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import InvalidRequest, MethodNotAllowed, NotFound, Unauthorized
 from bailing.api.parsers import BudgetedJSONParser, parse_json_bytes
@@ -41,8 +43,6 @@ from mcp_server.budgets import MCP_BODY_MAX_BYTES
 from mcp_server.errors import OriginNotAllowed
 from mcp_server.protocol import exchange, parse_error
 from mcp_server.services.workspace_tools import WorkspaceTools
-
-SCOPES = [OAUTH_SCOPE]
 
 try:
     SERVER_VERSION = version("bailing-hub")
@@ -81,6 +81,8 @@ class McpEndpoint(AgentApiView):
     body_max_bytes = MCP_BODY_MAX_BYTES
     parser_classes = [JsonRpcParser]
     content_negotiation_class = AnswerJson
+    # Checked per MCP method and tool (mcp_server.services.workspace_tools).
+    required_scopes = ()
 
     def initial(self, request, *args, **kwargs):
         # Before the bearer is read: what the endpoint refuses whoever asks.
@@ -89,19 +91,32 @@ class McpEndpoint(AgentApiView):
         if not agent_route_key_valid(kwargs["route"]):
             raise NotFound()
         origin = request.headers.get("Origin")
-        if origin is not None and origin != _public_origin():
+        if origin is not None and origin != _public_origin() and origin not in settings.CORS_ALLOWED_ORIGINS:
             # DNS rebinding: a page of another origin must never drive the endpoint (MCP transport
-            # rules). Native clients send no Origin; the console's own origin is the hub's.
+            # rules). Native clients send no Origin; the console's own origin is the hub's, and a
+            # browser-based client's origin must be on BAILING_MCP_CORS_ORIGINS.
             raise OriginNotAllowed()
         super().initial(request, *args, **kwargs)
+        resource = self.identity.session.resource
+        if resource and resource != mcp_resource_url(kwargs["route"]):
+            # RFC 8707 audience: a token issued for another workspace's MCP endpoint (or for this
+            # one under another public URL) is not a token of this endpoint (docs/protocol.md
+            # "Audience"). Agent Auth v1 tokens have no resource: the route gate decides for them.
+            raise Unauthorized()
 
     def handle_exception(self, exc):
+        metadata = f'resource_metadata="{resource_metadata_url(self.kwargs["route"])}"'
         if isinstance(exc, Unauthorized):
-            challenge = f'Bearer resource_metadata="{resource_metadata_url(self.kwargs["route"])}"'
-            challenge += f', scope="{" ".join(SCOPES)}"'
+            challenge = f'Bearer {metadata}, scope="{" ".join(SCOPES)}"'
             if bearer_token(self.request) is not None:
                 challenge += ', error="invalid_token"'
             exc.headers["WWW-Authenticate"] = challenge
+        elif isinstance(exc, InsufficientScope):
+            # MCP "Scope challenge handling": every scope the operation needs, in one challenge.
+            required = " ".join(exc.extra["required_scopes"])
+            exc.headers["WWW-Authenticate"] = (
+                f'Bearer {metadata}, error="insufficient_scope", scope="{required}"'
+            )
         return super().handle_exception(exc)
 
     def post(self, request, route: str):
@@ -141,7 +156,7 @@ class McpResourceMetadataApi(APIView):
             {
                 "resource": mcp_resource_url(route),
                 "authorization_servers": [settings.BAILING_PUBLIC_URL],
-                "scopes_supported": SCOPES,
+                "scopes_supported": list(SCOPES),
                 "bearer_methods_supported": ["header"],
                 "resource_name": f"Bailing Hub workspace {route}",
             }

@@ -1,8 +1,9 @@
 """One workspace's MCP tools for one signed-in agent: knowledge, business tools and meta-tools.
 
-``tools/list`` (deterministic order):
+``tools/list`` (deterministic order; of these, what the session's OAuth scopes cover — an Agent Auth
+v1 session sees everything, docs/protocol.md "Scopes"):
 
-1. ``search_knowledge``, ``ask_knowledge`` — always (``knowledge:read`` comes with every session);
+1. ``search_knowledge``, ``ask_knowledge``;
 2. with the route's ``tools.agent_direct`` on: ``find_tools`` (capability search over the whole
    authorized catalog), ``call_tool`` (any authorized tool by name), ``resume_invocation`` and
    ``get_receipt``;
@@ -29,7 +30,8 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from agent_runtime.identity import AgentIdentity
+from agent_runtime.errors import InsufficientScope
+from agent_runtime.identity import SCOPE_KNOWLEDGE_READ, SCOPE_TOOLS_CALL, SCOPE_TOOLS_READ, AgentIdentity
 from agent_runtime.models import ToolApproval
 from agent_runtime.selectors.catalog import Catalog, CatalogTool, capability_search, route_catalog
 from agent_runtime.selectors.routes import WorkspaceAccess
@@ -58,6 +60,18 @@ CALL_TOOL = "call_tool"
 RESUME_INVOCATION = "resume_invocation"
 GET_RECEIPT = "get_receipt"
 META_TOOLS = (FIND_TOOLS, CALL_TOOL, RESUME_INVOCATION, GET_RECEIPT)
+# The scope each hub tool needs (docs/protocol.md "Scopes"); a business tool needs tools:call.
+HUB_TOOL_SCOPES = {
+    SEARCH_TOOL: SCOPE_KNOWLEDGE_READ,
+    ASK_TOOL: SCOPE_KNOWLEDGE_READ,
+    FIND_TOOLS: SCOPE_TOOLS_READ,
+    CALL_TOOL: SCOPE_TOOLS_CALL,
+    RESUME_INVOCATION: SCOPE_TOOLS_CALL,
+    GET_RECEIPT: SCOPE_TOOLS_CALL,
+}
+# tools/list _meta: the capability revision of the catalog the listed business tools come from (the
+# bootstrap's capability_revision for the same session and workspace).
+CAPABILITY_REVISION_META_KEY = "io.bailinghub/capability_revision"
 HUB_TOOLS = frozenset({SEARCH_TOOL, ASK_TOOL, *META_TOOLS})
 
 INVOCATION_ID_META_KEY = "io.bailinghub/invocation_id"
@@ -268,14 +282,29 @@ class WorkspaceTools:
 
     # --- tools/list ---------------------------------------------------------------------------------
     def list_tools(self) -> list[dict[str, Any]]:
-        tools = knowledge_tool_definitions()
+        """What the session's scopes let it see: the knowledge tools with ``knowledge:read``;
+        ``find_tools`` and the business tools with ``tools:read``; ``call_tool``,
+        ``resume_invocation`` and ``get_receipt`` with ``tools:call``."""
+        has = self.identity.has_scope
+        tools = knowledge_tool_definitions() if has(SCOPE_KNOWLEDGE_READ) else []
         if not self._direct:
             return tools
-        tools.extend(_meta_tool_definitions())
-        catalog = self.catalog()
-        active = [tool for tool in catalog.tools[: catalog.active_limit] if tool.name not in HUB_TOOLS]
-        tools.extend(business_tool_definition(tool) for tool in active)
+        tools.extend(tool for tool in _meta_tool_definitions() if has(HUB_TOOL_SCOPES[tool["name"]]))
+        if has(SCOPE_TOOLS_READ):
+            catalog = self.catalog()
+            active = [tool for tool in catalog.tools[: catalog.active_limit] if tool.name not in HUB_TOOLS]
+            tools.extend(business_tool_definition(tool) for tool in active)
         return tools
+
+    def list_meta(self) -> dict[str, Any]:
+        """``tools/list`` ``_meta``: the capability revision, when business tools were listed."""
+        if self._direct and self.identity.has_scope(SCOPE_TOOLS_READ):
+            return {CAPABILITY_REVISION_META_KEY: self.catalog().revision}
+        return {}
+
+    def _require(self, scope: str) -> None:
+        if not self.identity.has_scope(scope):
+            raise InsufficientScope([scope])
 
     def _business_tool(self, name: str) -> CatalogTool | None:
         """Any authorized tool may be called directly, listed or not (the list is the active few)."""
@@ -285,14 +314,17 @@ class WorkspaceTools:
     def call_tool(
         self, name: str, arguments: dict[str, Any], meta: Mapping[str, Any], *, tasks: bool = False
     ) -> dict[str, Any]:
-        """A ``CallToolResult``; with ``tasks`` (the client declared the tasks extension on this
-        request) a call that waits for approval is a ``CreateTaskResult`` instead."""
-        if name == SEARCH_TOOL:
-            return search_knowledge_call(identity=self.identity, access=self.access, arguments=arguments)
-        if name == ASK_TOOL:
-            return ask_knowledge_call(identity=self.identity, access=self.access, arguments=arguments)
+        """A tool call, once the session's scopes allow it (:class:`InsufficientScope` otherwise: any
+        name but the hub's own tools is a business tool and needs ``tools:call``, known or not); with
+        ``tasks`` (the client declared the tasks extension on this request) a call that waits for
+        approval is a ``CreateTaskResult`` instead."""
+        if name in (SEARCH_TOOL, ASK_TOOL):
+            self._require(SCOPE_KNOWLEDGE_READ)
+            call = search_knowledge_call if name == SEARCH_TOOL else ask_knowledge_call
+            return call(identity=self.identity, access=self.access, arguments=arguments)
         if not self._direct:
             raise UnknownTool(name)
+        self._require(HUB_TOOL_SCOPES.get(name, SCOPE_TOOLS_CALL))
         try:
             if name == FIND_TOOLS:
                 return self._find(arguments)
@@ -408,7 +440,9 @@ class WorkspaceTools:
             return api_failure(outcome)
         return invocation_call_result(outcome)
 
+    # A task is a business call: its methods need what the call needed (``tools:call``).
     def task_get(self, task_id: str) -> dict[str, Any]:
+        self._require(SCOPE_TOOLS_CALL)
         return tasks_module.task_get(
             identity=self.identity,
             route_key=self.access.route_key,
@@ -417,7 +451,9 @@ class WorkspaceTools:
         )
 
     def task_update(self, task_id: str) -> None:
+        self._require(SCOPE_TOOLS_CALL)
         tasks_module.task_update(identity=self.identity, route_key=self.access.route_key, task_id=task_id)
 
     def task_cancel(self, task_id: str) -> None:
+        self._require(SCOPE_TOOLS_CALL)
         tasks_module.task_cancel(identity=self.identity, route_key=self.access.route_key, task_id=task_id)

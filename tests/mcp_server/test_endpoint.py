@@ -86,7 +86,7 @@ def test_protected_resource_metadata(client):
     body = response.json()
     assert body["resource"] == f"{PUBLIC}/mcp/{ROUTE}"
     assert body["authorization_servers"] == [PUBLIC]
-    assert body["scopes_supported"] == ["knowledge:read"]
+    assert body["scopes_supported"] == ["knowledge:read", "tools:read", "tools:call"]
     assert body["bearer_methods_supported"] == ["header"]
 
 

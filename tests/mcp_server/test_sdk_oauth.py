@@ -83,15 +83,18 @@ def test_an_mcp_client_that_knows_only_the_url_signs_in_and_works(hub, sign_in_c
             async with Client(streamable_http_client(url, http_client=http)) as client:
                 tools = await client.list_tools()
                 found = await client.call_tool("search_knowledge", {"query": "refund", "limit": 2})
+                # The default grant (the 401 challenge's scope) calls business tools too.
+                orders = await client.call_tool("list_orders", {})
             await approving
-        return tools, found
+        return tools, found, orders
 
     try:
-        tools, found = run_async(scenario())
+        tools, found, orders = run_async(scenario())
     finally:
         callback.close()
     assert [tool.name for tool in tools.tools][:2] == ["search_knowledge", "ask_knowledge"]
     assert found.is_error is False and found.structured_content["results"]
+    assert orders.is_error is False and orders.structured_content["state"] == "executed"
     # The sign-in went through the hub's OAuth endpoints with the resource indicator of this endpoint.
     assert seen[0].startswith(f"{hub.url}/oauth/authorize?")
     assert f"resource={url.replace(':', '%3A').replace('/', '%2F')}" in seen[0]
@@ -99,7 +102,9 @@ def test_an_mcp_client_that_knows_only_the_url_signs_in_and_works(hub, sign_in_c
     assert registration.hub_client == sign_in_client
     session = AgentSession.objects.get(oauth_client=registration)
     assert session.allowed_routes == [ROUTE] and session.on_behalf_of == "alice"
-    assert storage.tokens is not None and storage.tokens.scope == "knowledge:read"
+    assert storage.tokens is not None and storage.tokens.scope == "knowledge:read tools:read tools:call"
+    assert session.scopes == ["knowledge:read", "tools:read", "tools:call"]
+    assert session.resource == url
     assert AuditEvent.objects.filter(action="agent_auth.oauth_client.registered").count() == 1
 
 

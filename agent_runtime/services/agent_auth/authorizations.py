@@ -124,12 +124,15 @@ def authorization_create(
     code_challenge: str,
     ip: str | None,
     oauth_client: OAuthClient | None = None,
+    scopes: list[str] | None = None,
+    resource: str = "",
 ) -> tuple[AgentAuthorization, str]:
     """Open a pending authorization for a local agent and return it with the consent page URL.
 
     The input is shape-validated by the caller (the redirect URI by the rules of its front door).
     ``oauth_client`` is the OAuth client of a standard MCP sign-in that starts it (its code will
-    work only for that OAuth client); None for Agent Auth v1. The client must be an enabled agent client that
+    work only for that OAuth client), with the ``scopes`` it asks for and the ``resource`` its token is
+    for; None (and no scopes, no resource) for Agent Auth v1. The client must be an enabled agent client that
     allows every requested route. Creation is throttled per (client, caller IP) by counting the
     rows created in the window under a transaction-scoped advisory lock, so concurrent requests
     cannot both slip under the limit and the throttle survives restarts and multiple workers.
@@ -168,6 +171,8 @@ def authorization_create(
             code_challenge=code_challenge,
             created_ip=ip,
             oauth_client=oauth_client,
+            scopes=scopes,
+            resource=resource,
             created_at=now,
             expires_at=now + timedelta(seconds=settings.AGENT_AUTH_AUTHORIZATION_TTL),
         )
@@ -183,7 +188,11 @@ def authorization_create(
                 "device_label": device_label,
                 "ip": ip,
                 "hub_consent": hub_consent_only(client),
-                **({"oauth_client_id": oauth_client.client_id} if oauth_client is not None else {}),
+                **(
+                    {"oauth_client_id": oauth_client.client_id, "scopes": scopes, "resource": resource}
+                    if oauth_client is not None
+                    else {}
+                ),
             },
         )
     return authorization, _authorization_url(client, authorization.id)

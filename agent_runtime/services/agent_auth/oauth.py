@@ -26,6 +26,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agent_runtime.errors import AgentAuthorizeUrlInvalid, InvalidClient, InvalidGrant
+from agent_runtime.identity import DEFAULT_SCOPES, SCOPES, scopes_closed
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession, Client, OAuthClient
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
 from agent_runtime.services.agent_auth.authorizations import authorization_create, redirect_with
@@ -51,8 +52,6 @@ from bailing.api.errors import RateLimited
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
 
-# The one scope: what the MCP endpoint grants (knowledge reads of the signed-in workspace).
-OAUTH_SCOPE = "knowledge:read"
 # Two-int4 advisory-lock namespace of the registration throttle ("bhOR"), apart from the
 # authorization throttle's and the audit chain's keys.
 _REGISTER_LOCK_NAMESPACE = 0x62684F52
@@ -86,9 +85,13 @@ def _invalid_target() -> OAuthError:
     return OAuthError("invalid_target", "resource must be the MCP endpoint this sign-in was authorized for.")
 
 
-def scope_valid(scope: str | None) -> bool:
-    """``scope`` absent, empty, or only ``knowledge:read`` (single-space separated, RFC 6749 §3.3)."""
-    return scope is None or scope == "" or all(item == OAUTH_SCOPE for item in scope.split(" "))
+def invalid_scope() -> OAuthError:
+    return OAuthError("invalid_scope", f"scope may hold only {' '.join(SCOPES)}, as granted.")
+
+
+def scope_text(scopes) -> str:
+    """Scopes as OAuth writes them (RFC 6749 §3.3)."""
+    return " ".join(scopes)
 
 
 def mcp_resource_url(route_key: str) -> str:
@@ -243,6 +246,8 @@ class AuthorizeRequest:
     state: str
     code_challenge: str
     route_key: str
+    # What the request asks for (agent_runtime.identity.scopes_parse: closed, in order).
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
 
 
 def oauth_authorize(request: AuthorizeRequest, *, ip: str | None) -> str:
@@ -264,6 +269,8 @@ def oauth_authorize(request: AuthorizeRequest, *, ip: str | None) -> str:
             code_challenge=request.code_challenge,
             ip=ip,
             oauth_client=oauth_client,
+            scopes=list(request.scopes),
+            resource=mcp_resource_url(request.route_key),
         )
     except (InvalidClient, AgentAuthorizeUrlInvalid):
         # The client was disabled or misconfigured a moment ago: no sign-in is possible.
@@ -284,7 +291,9 @@ def oauth_error_redirect(redirect_uri: str, error: str, state: str | None) -> st
 
 
 def _token_answer(result: dict) -> dict:
-    return {**result, "scope": OAUTH_SCOPE}
+    """The Agent Auth v1 token answer plus ``scope``: what the session was granted (RFC 6749 §5.1)."""
+    granted = AgentSession.objects.filter(pk=result["session_id"]).values_list("scopes", flat=True).first()
+    return {**result, "scope": scope_text(granted if granted is not None else DEFAULT_SCOPES)}
 
 
 def oauth_code_grant(
@@ -322,25 +331,40 @@ def oauth_code_grant(
     return _token_answer(result)
 
 
-def oauth_refresh_grant(*, oauth_client: OAuthClient, refresh_token: str, resource: str | None) -> dict:
+def oauth_refresh_grant(
+    *, oauth_client: OAuthClient, refresh_token: str, resource: str | None, scope: str | None = None
+) -> dict:
     """``grant_type=refresh_token`` for an OAuth client: the shared :func:`refresh_grant` (rotation;
     a replayed token revokes the session). ``resource``, when sent, must be the MCP endpoint of a
-    workspace the session was granted (else ``invalid_target``)."""
-    if resource is not None:
-        route = mcp_resource_route(resource)
-        if route is None:
-            raise _invalid_target()
-        allowed = (
+    workspace the session was granted (else ``invalid_target``). ``scope``, when sent, must be among
+    the granted scopes (else ``invalid_scope``, RFC 6749 §6); the session keeps what it was granted
+    either way — a refresh never widens nor narrows it, and the answer's ``scope`` says so."""
+    items = None if scope is None or scope == "" else set(scope.split(" "))
+    if items is not None and not items <= set(SCOPES):
+        raise invalid_scope()
+    if resource is not None or items is not None:
+        route = None
+        if resource is not None:
+            route = mcp_resource_route(resource)
+            if route is None:
+                raise _invalid_target()
+        # These never change after the code exchange, so this read needs no lock; the grant itself
+        # re-checks the token under the session's row lock.
+        found = (
             AgentSession.objects.filter(
                 refresh_tokens__token_hash=secret_hash(refresh_token), oauth_client=oauth_client
             )
-            .values_list("allowed_routes", flat=True)
+            .values("allowed_routes", "scopes")
             .first()
             if looks_like(refresh_token, REFRESH_TOKEN_PREFIX)
             else None
         )
-        if allowed is not None and route not in allowed:
-            raise _invalid_target()
+        if found is not None:
+            if route is not None and route not in found["allowed_routes"]:
+                raise _invalid_target()
+            granted = set(found["scopes"] if found["scopes"] is not None else DEFAULT_SCOPES)
+            if items is not None and not set(scopes_closed(items)) <= granted:
+                raise invalid_scope()
     try:
         result = refresh_grant(
             client=oauth_client.hub_client, oauth_client=oauth_client, refresh_token=refresh_token

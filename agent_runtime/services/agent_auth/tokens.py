@@ -188,6 +188,8 @@ def _session_open_locked(
     session = AgentSession.objects.create(
         client=client,
         oauth_client_id=authorization.oauth_client_id,
+        scopes=authorization.scopes,
+        resource=authorization.resource,
         device_label=authorization.device_label,
         principal=authorization.principal or {},
         on_behalf_of=authorization.on_behalf_of,
@@ -213,7 +215,11 @@ def _session_open_locked(
         actor=Actor.agent(session_id=session.id, client_app_id=client.app_id),
         target_type="agent_session",
         target_id=str(session.id),
-        data={"authorization_id": str(authorization.id), "allowed_routes": session.allowed_routes},
+        data={
+            "authorization_id": str(authorization.id),
+            "allowed_routes": session.allowed_routes,
+            **({"scopes": session.scopes} if session.scopes is not None else {}),
+        },
     )
     return session
 

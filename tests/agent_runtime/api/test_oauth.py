@@ -176,7 +176,7 @@ def test_authorization_server_metadata(http):
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
-        "scopes_supported": ["knowledge:read"],
+        "scopes_supported": ["knowledge:read", "tools:read", "tools:call"],
         "client_id_metadata_document_supported": False,
     }
 
@@ -211,7 +211,7 @@ def test_register_answers_201_with_the_client_information(http, sign_in_client):
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
-        "scope": "knowledge:read",
+        "scope": "knowledge:read tools:read tools:call",
     }
     stored = OAuthClient.objects.get(client_id=data["client_id"])
     assert (stored.hub_client_id, stored.client_name, stored.created_ip) == (

@@ -36,7 +36,9 @@ def _register(http, redirect_uri: str, name: str = "Claude Code") -> str:
     return response.json()["client_id"]
 
 
-def _authorize_url(base: str, client_id: str, redirect_uri: str, challenge: str) -> str:
+def _authorize_url(
+    base: str, client_id: str, redirect_uri: str, challenge: str, scope: str = "knowledge:read"
+) -> str:
     return "/oauth/authorize?" + urlencode(
         {
             "response_type": "code",
@@ -46,7 +48,7 @@ def _authorize_url(base: str, client_id: str, redirect_uri: str, challenge: str)
             "code_challenge": challenge,
             "code_challenge_method": "S256",
             "resource": f"{base}/mcp/demo",
-            "scope": "knowledge:read",
+            "scope": scope,
         }
     )
 
@@ -198,7 +200,7 @@ def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, scree
     # The MCP client's own loopback listener, played by the browser itself.
     page.route("http://localhost:43110/**", lambda route: route.fulfill(status=200, body="signed in"))
 
-    page.goto(base + _authorize_url(base, client_id, LOCALHOST, challenge))
+    page.goto(base + _authorize_url(base, client_id, LOCALHOST, challenge, scope="knowledge:read tools:read"))
     # Not signed in to the console yet: the login page, then back to the consent page.
     page.get_by_label("Username").fill(administrator.username)
     page.get_by_label("Password").fill(PASSWORD)
@@ -210,6 +212,14 @@ def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, scree
     assert "Claude Code (laptop)" in text
     assert "localhost:43110" in text
     assert page.locator('input[name="routes"][value="demo"]').is_checked()
+    # The scopes in plain words: what it asked for, and what it did not.
+    scopes = page.locator("section.scopes")
+    assert [item.get_attribute("data-scope") for item in scopes.locator("li.scope").all()] == [
+        "knowledge:read",
+        "tools:read",
+    ]
+    assert "Search the handbook" in scopes.inner_text() and "See the business tools" in scopes.inner_text()
+    assert "call business tools; writes wait for approval" in scopes.locator(".scopes-not-asked").inner_text()
     screenshot(page, "oauth-consent")
 
     page.get_by_role("button", name="Approve").click()

@@ -12,7 +12,6 @@ from __future__ import annotations
 from django.db import transaction
 
 from agent_runtime.models import ToolCallJournal, ToolInvocation
-from agent_runtime.secrets_box import SealedSecretError
 from agent_runtime.services.invocations.answers import journal_answer_open, journal_answer_sealed
 from approvals.errors import AnswerNotSealed, AnswerUnavailable
 from bailing.audit.actor import Actor
@@ -31,10 +30,9 @@ def invocation_answer_reveal(*, invocation: ToolInvocation, actor: Actor) -> str
     journal = ToolCallJournal.objects.filter(invocation=invocation).first()
     if not journal_answer_sealed(journal):
         raise AnswerNotSealed()
-    try:
-        raw = journal_answer_open(journal=journal, job_id=invocation.job_id)
-    except SealedSecretError:
-        raise AnswerUnavailable() from None
+    raw = journal_answer_open(journal=journal, job_id=invocation.job_id)
+    if raw is None:
+        raise AnswerUnavailable()
     with transaction.atomic():
         audit_record(
             actor=actor,

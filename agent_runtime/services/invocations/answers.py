@@ -18,7 +18,7 @@ from typing import Any
 from agent_runtime.budgets import RESULT_TEXT_MAX_CHARS
 from agent_runtime.data_policy import TOOL_RESULTS
 from agent_runtime.models import Route, ToolCallJournal
-from agent_runtime.secrets_box import SealedKind
+from agent_runtime.secrets_box import SealedKind, SealedSecretError
 from agent_runtime.selectors.routes import route_data_policy
 
 # The raw answer is a result's ``text``: at most 8,192 UTF-16 units, each at most 3 UTF-8 bytes (a
@@ -63,8 +63,10 @@ def journal_answer_sealed(journal: ToolCallJournal | None) -> bool:
     return journal is not None and bool(journal.text_sealed)
 
 
-def journal_answer_open(*, journal: ToolCallJournal, job_id: uuid.UUID) -> str:
-    """The raw answer sealed on ``journal`` (of the invocation ``job_id``); raises
-    :class:`~agent_runtime.secrets_box.SealedSecretError` when it does not open (nothing sealed,
-    a changed ``SECRET_KEY``, a value copied from another invocation)."""
-    return RAW_ANSWER.open(journal.text_sealed, context=str(job_id))
+def journal_answer_open(*, journal: ToolCallJournal, job_id: uuid.UUID) -> str | None:
+    """The raw answer sealed on ``journal`` (of the invocation ``job_id``), or None when it does not
+    open: nothing sealed, a changed ``SECRET_KEY``, an altered value, one copied from another call."""
+    try:
+        return RAW_ANSWER.open(journal.text_sealed, context=str(job_id))
+    except SealedSecretError:
+        return None

@@ -20,3 +20,19 @@ class ReconciliationNotNeeded(ApiError):
     code = "reconciliation_not_needed"
     http_status = 409
     default_message = "This invocation has no unresolved unknown outcome."
+
+
+class AnswerNotSealed(ApiError):
+    """Only an answer stored sealed under a data policy has a raw form to reveal."""
+
+    code = "answer_not_sealed"
+    http_status = 404
+    default_message = "This call has no sealed business answer."
+
+
+class AnswerUnavailable(ApiError):
+    """The sealed answer does not open (the hub's SECRET_KEY changed, or the value was altered)."""
+
+    code = "answer_unavailable"
+    http_status = 409
+    default_message = "The sealed business answer cannot be opened."

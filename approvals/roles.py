@@ -2,8 +2,9 @@
 
 Every role reads tool invocations and their approvals. Separation of duties: approvers decide on
 tool calls (``agent_runtime.decide_toolapproval``; never for a call made on their own behalf);
-administrators reconcile unknown outcomes and resend approval notifications, and decide only if they
-also hold the approver role. Administrators and auditors read and verify the audit history.
+administrators reconcile unknown outcomes, reveal a raw business answer sealed by the data policy
+(audited, behind a confirmation) and resend approval notifications, and decide only if they also
+hold the approver role. Administrators and auditors read and verify the audit history.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         *_READ,
         *_AUDIT,
         "agent_runtime.resolve_toolcalljournal",
+        "agent_runtime.reveal_toolcalljournal",
         "agent_runtime.change_toolapproval",
     ),
     APPROVER: (*_READ, "agent_runtime.decide_toolapproval"),

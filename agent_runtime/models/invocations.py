@@ -107,6 +107,12 @@ class ToolCallJournal(models.Model):
     attempt whose outcome is unknown (timeout, lost connection, unreadable body, a worker that died
     mid-call): it is never sent again. An operator may resolve it after checking the business system
     (``resolution`` executed / not_executed, with evidence); the agent's next resume replays that.
+
+    Under a workspace data policy that applies to tool results (docs/data-policy.md "At rest"),
+    ``text`` holds the answer as the policy released it and ``text_sealed`` the raw answer, sealed
+    (AES-256-GCM, bound to the invocation's ``job_id``); ``data_policy`` is the policy's
+    ``{"action", "findings"}`` counts of that answer (None when nothing was found). Without a
+    policy ``text`` is the raw answer and ``text_sealed`` is empty, as before.
     """
 
     class State(models.TextChoices):
@@ -126,6 +132,8 @@ class ToolCallJournal(models.Model):
     http_status = models.PositiveIntegerField(null=True, blank=True)
     ok = models.BooleanField(null=True, blank=True)
     text = models.TextField(blank=True, default="")
+    text_sealed = models.TextField(blank=True, default="", editable=False)
+    data_policy = models.JSONField(null=True, blank=True)
     error = models.CharField(max_length=64, blank=True, default="")
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
@@ -138,7 +146,10 @@ class ToolCallJournal(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
-        permissions = [("resolve_toolcalljournal", "Can resolve an uncertain tool call")]
+        permissions = [
+            ("resolve_toolcalljournal", "Can resolve an uncertain tool call"),
+            ("reveal_toolcalljournal", "Can reveal a business answer sealed by the data policy"),
+        ]
 
     def __str__(self) -> str:
         return f"journal of {self.invocation_id} ({self.state})"

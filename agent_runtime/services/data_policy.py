@@ -13,8 +13,19 @@ as compact JSON only when something was replaced, so a redacted answer stays val
 text (or JSON cut at the result's 8,192-character bound) is read as one string. The result keeps its
 state, ``ok`` and ``business_status`` whatever the action — a blocked executed write stays
 ``executed``: it happened — and a touched result carries ``data_policy: {"action", "findings"}``
-(counts only). The stored result (``ToolInvocation.result``) keeps the raw answer; a policy change
-therefore applies to the next release, replays included.
+(counts only).
+
+Under a policy for tool results the stored result (``ToolInvocation.result``) is the *released* form,
+its ``data_policy`` field included, and the raw answer is sealed on the journal
+(``agent_runtime.services.invocations.answers``). Every later release — replay, resume, receipt —
+applies the policy in force *then* to that stored form, so an answer is never less filtered than
+the current policy asks: a detector switched on later (or an action changed from ``flag`` to
+``redact`` or ``block``) takes effect on the next read. Re-applying is idempotent for what was
+filtered already — a ``[REDACTED:<detector>#<n>]`` placeholder and the withheld notice are no
+finding of any built-in detector — and a released result then says both: its ``findings`` are, per
+detector, the larger of the stored and the new count (a value flagged before and redacted now is
+one finding, not two), its ``action`` the stronger. Removing a policy does not un-filter a stored
+answer; only an administrator's audited reveal shows the raw one.
 """
 
 from __future__ import annotations
@@ -26,7 +37,8 @@ from urllib.parse import urlsplit
 
 from prometheus_client import Counter
 
-from agent_runtime.data_policy import TOOL_RESULTS, PolicyOutcome, data_policy_apply
+from agent_runtime.data_policy import BLOCK, TOOL_RESULTS, PolicyOutcome, data_policy_apply
+from agent_runtime.data_policy.policy import ACTION_STRENGTH
 from agent_runtime.invocation_results import result_text
 from agent_runtime.models import Route, ToolProvider
 from agent_runtime.selectors.routes import route_data_policy
@@ -103,26 +115,48 @@ def tool_result_release(
     hosts = tuple(own_hosts) if own_hosts is not None else _hosts_of_provider(provider)
     text = result["text"]
     container = _json_container(text)
-    outcome = data_policy_apply(
-        policy=policy,
-        value=container if container is not None else text,
-        surface=TOOL_RESULTS,
-        own_hosts=hosts,
-    )
-    if not outcome.touched:
+    original = container if container is not None else text
+    outcome = data_policy_apply(policy=policy, value=original, surface=TOOL_RESULTS, own_hosts=hosts)
+    prior = result.get("data_policy")  # a stored result released before (module docstring)
+    if not outcome.touched and not prior:
         return result
+    summary = _merged(prior, outcome.summary) if prior else outcome.summary
+    # A detector the stored answer has findings of and which the policy now blocks withholds it too
+    # (its values are placeholders by now, so applying the policy again cannot see them).
+    blocked = outcome.blocked or any(
+        detector in policy.names and policy.action_for(detector) == BLOCK
+        for detector in (prior["findings"] if prior else ())
+    )
+    if blocked:
+        summary = {"action": BLOCK, "findings": summary["findings"]}
     if count:
-        data_policy_count(route_key=route.route_key, outcome=outcome)
+        _count(route.route_key, summary["action"], summary["findings"])
+    if summary == prior and outcome.value is original and not (blocked and prior["action"] != BLOCK):
+        return result
     released = dict(result)
-    if outcome.blocked:
-        released["text"] = outcome.notice
-    elif outcome.value is not (container if container is not None else text):
+    if blocked:
+        if prior is None or prior["action"] != BLOCK:
+            released["text"] = PolicyOutcome(value=None, action=BLOCK, findings=summary["findings"]).notice
+    elif outcome.value is not original:
         value = outcome.value
         released["text"] = result_text(
             value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         )
-    released["data_policy"] = outcome.summary
+    released.pop("data_policy", None)
+    released["data_policy"] = summary
     return released
+
+
+def _merged(prior: Mapping[str, Any], new: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The counts of a stored, already released result and of the policy applied to it now (None:
+    nothing new): per detector the larger count, the stronger action."""
+    if new is None:
+        return dict(prior)
+    findings = dict(prior["findings"])
+    for detector, count in new["findings"].items():
+        findings[detector] = max(findings.get(detector, 0), count)
+    action = max((prior["action"], new["action"]), key=lambda name: ACTION_STRENGTH.get(name, 0))
+    return {"action": action, "findings": findings}
 
 
 def data_policy_audit(result: Mapping[str, Any] | None) -> dict[str, Any]:

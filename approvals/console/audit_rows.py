@@ -44,6 +44,7 @@ KEY_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "agent_runtime.invocation.": (("tool", "tool"), ("reason", "reason"), ("status", "status")),
     "approvals.request.": (("tool", "tool"), ("decision", "decision"), ("via", "source")),
     "approvals.reconciliation.resolved": (("tool", "tool"), ("resolution", "resolution")),
+    "approvals.answer.revealed": (("tool", "tool"), ("characters", "chars")),
     "agent_runtime.approval.notify_resent": (("channel", "channel"),),
     "agent_runtime.approval.": (("channel", "channel"), ("http", "http_status"), ("error", "error")),
     # agent sign-in and sessions

@@ -1,34 +1,40 @@
 """Tool-call traces: every governed invocation, filterable by state, workspace, session and run, and
 one call's trace — requested → approval pending → decided → dispatched → outcome — with its journal,
-timings and ledger milestones. An operator resolves an unknown outcome here, after checking the
-business system."""
+timings, the business answer as the journal keeps it, and ledger milestones. An operator resolves
+an unknown outcome here, after checking the business system; an administrator reveals a raw answer
+sealed by the data policy here, behind a confirmation (audited)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views import View
 from django.views.generic import DetailView, ListView
 
 from agent_runtime.models import ToolApproval, ToolCallJournal, ToolInvocation
 from approvals.console.labels import approval_badge, invocation_badge, journal_badge, policy_label
-from approvals.errors import ReconciliationNotNeeded
+from approvals.errors import AnswerNotSealed, AnswerUnavailable, ReconciliationNotNeeded
 from approvals.selectors import invocation_get, invocation_trace_events, invocations_list
+from approvals.services.answers import invocation_answer_reveal
 from approvals.services.reconciliation import EVIDENCE_MAX_CHARS, journal_resolve
 from bailing.api.errors import InvalidRequest
 from bailing.audit.actor import Actor
 from bailing.ui import tables
+from bailing.ui.confirm import Confirmation, confirm_page, is_confirmed, not_confirmed
 from bailing.ui.forms import form_filters
 from bailing.ui.mixins import READ_ONLY, ConsoleView
-from bailing.ui.pages import PAGE_SIZE, or_404
+from bailing.ui.pages import PAGE_SIZE, error_page, or_404
 
 VIEW_PERMISSION = "agent_runtime.view_toolinvocation"
 RESOLVE_PERMISSION = "agent_runtime.resolve_toolcalljournal"
+REVEAL_PERMISSION = "agent_runtime.reveal_toolcalljournal"
 STATE_CHOICES = [("", "any state"), *ToolInvocation.Status.choices]
 
 
@@ -218,7 +224,44 @@ class InvocationDetailView(ConsoleView, DetailView):
         )
         context["can_resolve"] = unresolved and self.request.user.has_perm(RESOLVE_PERMISSION)
         context["resolve_form"] = ResolveForm()
+        context["answer"] = stored_answer(journal)
+        context["can_reveal"] = context["answer"] is not None and (
+            context["answer"].sealed and self.request.user.has_perm(REVEAL_PERMISSION)
+        )
         return context
+
+
+@dataclass(frozen=True)
+class StoredAnswerView:
+    """The business answer as the journal keeps it: ``text`` (indented when it is JSON), whether the
+    raw answer behind it is sealed, and the data policy's action and counts per detector."""
+
+    text: str
+    sealed: bool
+    action: str | None
+    findings: list[tuple[str, int]]
+
+
+def answer_display(text: str) -> str:
+    """An answer for reading: JSON indented (as the argument snapshots are), any other text as it is."""
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    return text
+
+
+def stored_answer(journal: ToolCallJournal | None) -> StoredAnswerView | None:
+    if journal is None or not (journal.text or journal.text_sealed):
+        return None
+    summary: dict[str, Any] = journal.data_policy or {}
+    return StoredAnswerView(
+        text=answer_display(journal.text),
+        sealed=bool(journal.text_sealed),
+        action=summary.get("action"),
+        findings=sorted(summary.get("findings", {}).items()),
+    )
 
 
 class InvocationResolveView(ConsoleView, View):
@@ -247,3 +290,86 @@ class InvocationResolveView(ConsoleView, View):
         else:
             messages.success(request, "Resolution recorded. The agent receives it when it resumes the call.")
         return redirect("console:invocation_detail", job_id=job_id)
+
+
+def reveal_confirmation(invocation: ToolInvocation) -> Confirmation:
+    journal = invocation.journal
+    detail_url = reverse("console:invocation_detail", args=[invocation.job_id])
+    findings = (journal.data_policy or {}).get("findings", {})
+    return Confirmation(
+        title="Reveal the raw business answer?",
+        lead=f"The answer of {invocation.tool} as the business system sent it, before the data policy.",
+        action_url=reverse("console:invocation_answer_reveal", args=[invocation.job_id]),
+        cancel_url=detail_url,
+        button="Reveal the raw answer",
+        consequences=[
+            "The raw answer is shown to you once, on the next page, with every value the workspace's "
+            "data policy redacted or withheld.",
+            "The reveal is recorded in the audit history: who, which call, and the policy's counts "
+            "(never the values).",
+            "Nothing changes for the agent: it keeps the filtered answer.",
+        ],
+        facts=[
+            ("Invocation ID", invocation.invocation_id),
+            ("Tool", f"{invocation.tool} of {invocation.provider}"),
+            ("Workspace", invocation.route_key),
+            ("Findings", ", ".join(f"{name} {count}" for name, count in sorted(findings.items())) or "none"),
+        ],
+        crumbs=[
+            ("Tool calls", reverse("console:invocation_list")),
+            (invocation.invocation_id[:CALL_ID_CHARS], detail_url),
+        ],
+    )
+
+
+class InvocationAnswerRevealView(ConsoleView, View):
+    """GET: the confirmation page. POST, with the confirmation: the raw answer, shown once (the
+    console's pages are never cached), after the reveal's audit event committed."""
+
+    permission_required = REVEAL_PERMISSION
+    http_method_names = ["get", "post"]
+
+    def _sealed(self, request, job_id):
+        invocation = or_404(invocation_get(job_id=job_id))
+        journal = getattr(invocation, "journal", None)
+        if journal is None or not journal.text_sealed:
+            return invocation, error_page(
+                request,
+                status=404,
+                title="Nothing to reveal",
+                detail="This call's business answer is not sealed: no data policy applied when it arrived.",
+                code=AnswerNotSealed.code,
+            )
+        return invocation, None
+
+    def get(self, request, job_id):
+        invocation, refused = self._sealed(request, job_id)
+        return refused or confirm_page(request, reveal_confirmation(invocation))
+
+    def post(self, request, job_id):
+        invocation, refused = self._sealed(request, job_id)
+        if refused:
+            return refused
+        if not is_confirmed(request):
+            return not_confirmed(request)
+        try:
+            raw = invocation_answer_reveal(invocation=invocation, actor=Actor.user(request.user))
+        except AnswerNotSealed:
+            return error_page(request, status=404, title="Nothing to reveal", code=AnswerNotSealed.code)
+        except AnswerUnavailable:
+            return error_page(
+                request,
+                status=409,
+                title="The sealed answer cannot be opened",
+                detail="The hub's secret key changed since it was sealed, or the stored value was altered.",
+                code=AnswerUnavailable.code,
+            )
+        return render(
+            request,
+            "approvals/invocation_answer.html",
+            {
+                "invocation": invocation,
+                "answer": stored_answer(invocation.journal),
+                "raw": answer_display(raw),
+            },
+        )

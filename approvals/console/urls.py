@@ -22,6 +22,11 @@ urlpatterns = [
         invocations.InvocationResolveView.as_view(),
         name="invocation_resolve",
     ),
+    path(
+        "invocations/<uuid:job_id>/answer/",
+        invocations.InvocationAnswerRevealView.as_view(),
+        name="invocation_answer_reveal",
+    ),
     path("audit/", audit.AuditListView.as_view(), name="audit_list"),
     path("audit/verify/", audit.AuditVerifyView.as_view(), name="audit_verify"),
     path("audit/<int:pk>/", audit.AuditDetailView.as_view(), name="audit_detail"),

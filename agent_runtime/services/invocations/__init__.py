@@ -20,6 +20,7 @@ The package by concern:
 * ``results`` — the texts an agent reads and the result builders;
 * ``records`` — audit milestones and the states reached without a business answer;
 * ``dispatch`` — the journal commit, the signed request and its outcome;
+* ``answers`` — the business answer at rest under a data policy (filtered form stored, raw sealed);
 * ``calls`` — the entry points, :func:`invocation_create` and :func:`invocation_resume`;
 * ``receipts`` — the receipt as released to the agent (:func:`invocation_receipt_release`);
 * ``withdrawals`` — the caller withdraws a call waiting for approval (:func:`invocation_withdraw`).

@@ -25,6 +25,7 @@ from agent_runtime.services.data_policy import (
     provider_own_hosts,
     tool_result_release,
 )
+from agent_runtime.services.invocations.answers import StoredAnswer, answer_stored
 from agent_runtime.services.invocations.context import ToolContext
 from agent_runtime.services.invocations.identifiers import idempotency_key
 from agent_runtime.services.invocations.records import (
@@ -157,6 +158,8 @@ JOURNAL_OUTCOME_FIELDS = (
     "http_status",
     "ok",
     "text",
+    "text_sealed",
+    "data_policy",
     "error",
     "duration_ms",
     "response_at",
@@ -193,7 +196,7 @@ def _record_outcome(
         else:
             status, state = ToolInvocation.Status.BUSINESS_REJECTED, "business_rejected"
         result = result_for(invocation, state, outcome.text, ok=outcome.ok, business_status=business_status)
-    # What the agent may see of the answer (the stored result keeps it whole, as the journal does).
+    # What the agent may see of the answer.
     released = tool_result_release(
         route=ctx.route,
         result=result,
@@ -201,14 +204,25 @@ def _record_outcome(
         own_hosts=provider_own_hosts(base_url=ctx.provider_base_url),
         count=False,  # counted once the outcome is recorded: a degraded outcome releases none of it
     )
+    # Under a data policy for tool results the released form is stored and the raw answer sealed
+    # (answers.py); without one both keep the raw answer, as before.
+    stored = answer_stored(
+        route=ctx.route,
+        job_id=invocation.job_id,
+        result=result,
+        released=released,
+        answered=outcome.kind == http_dispatch.OUTCOME_ANSWERED,
+    )
     invocation.status = status
-    invocation.result = result
+    invocation.result = stored.result
     invocation.business_status = business_status
     invocation.completed_at = now
     journal.state = ToolCallJournal.State.COMPLETED
     journal.http_status = business_status
     journal.ok = outcome.ok
-    journal.text = result["text"]
+    journal.text = stored.text
+    journal.text_sealed = stored.sealed
+    journal.data_policy = stored.data_policy
     journal.error = outcome.error
     journal.duration_ms = outcome.duration_ms
     journal.response_at = now if outcome.kind == http_dispatch.OUTCOME_ANSWERED else None
@@ -230,7 +244,7 @@ def _record_outcome(
     except DatabaseError:
         # The business system answered but the outcome could not be recorded (e.g. the ledger
         # failed): keep what it said, as degraded evidence, and never send the call again.
-        return _evidence_degraded(identity, invocation, journal, outcome)
+        return _evidence_degraded(identity, invocation, journal, outcome, stored)
     data_policy_count_released(route_key=ctx.route.route_key, result=released)
     return released
 
@@ -240,10 +254,12 @@ def _evidence_degraded(
     invocation: ToolInvocation,
     journal: ToolCallJournal,
     outcome: http_dispatch.DispatchOutcome,
+    stored: StoredAnswer,
 ) -> dict[str, Any]:
     """``reconciliation_required`` with the answer kept on the journal (state ``evidence_degraded``).
     If even this cannot be written, the error propagates: the invocation stays ``dispatching``, and
-    whoever takes its lock next finds it abandoned (``worker_lost``) — still never resent."""
+    whoever takes its lock next finds it abandoned (``worker_lost``) — still never resent. Under a
+    data policy the answer is kept as everywhere else: released form in clear, raw answer sealed."""
     invocation.refresh_from_db()
     result = result_for(
         invocation,
@@ -255,7 +271,9 @@ def _evidence_degraded(
             state=ToolCallJournal.State.EVIDENCE_DEGRADED,
             http_status=outcome.status,
             ok=outcome.ok,
-            text=result_text(outcome.text),
+            text=stored.text if stored.sealed else result_text(outcome.text),
+            text_sealed=stored.sealed,
+            data_policy=stored.data_policy,
             error="outcome_not_recorded",
             duration_ms=outcome.duration_ms,
             response_at=timezone.now(),

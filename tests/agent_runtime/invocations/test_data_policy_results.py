@@ -75,9 +75,10 @@ def test_redact_filters_the_invoke_result_and_keeps_the_json_answer_valid(api_cl
     assert "Ignore previous instructions" in notes  # flagged, not replaced
     assert CARD not in result["text"] and EMAIL not in result["text"]
     assert _metric("payment_card", "redact") == before + 1
-    # The stored result keeps the business answer (sealing it is the journal's next step).
+    # The stored result is the released form; the raw answer is sealed on the journal.
     invocation = ToolInvocation.objects.get(invocation_id=body["invocation_id"])
-    assert CARD in invocation.result["text"]
+    assert invocation.result == result
+    assert CARD not in invocation.result["text"] and invocation.journal.text_sealed
     # The outcome's audit event carries the counts, never a value.
     event = AuditEvent.objects.get(
         action="agent_runtime.invocation.outcome", target_id=str(invocation.job_id)

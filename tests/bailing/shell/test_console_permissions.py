@@ -292,6 +292,7 @@ PAGE_PERMISSIONS = {
     "invocation_list": ("agent_runtime.view_toolinvocation",),
     "invocation_detail": ("agent_runtime.view_toolinvocation",),
     "invocation_resolve": ("agent_runtime.resolve_toolcalljournal",),
+    "invocation_answer_reveal": ("agent_runtime.reveal_toolcalljournal",),
     "audit_list": ("bailing.view_auditevent",),
     "audit_verify": ("bailing.verify_auditevent",),
     "audit_detail": ("bailing.view_auditevent",),

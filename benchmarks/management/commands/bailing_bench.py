@@ -1011,7 +1011,7 @@ class Command(BaseCommand):
             targets.append(
                 Target(
                     key,
-                    f"{POLICY_ENDPOINTS['tool_invocation']}, policy {variant}",
+                    f"policy {variant}: {POLICY_ENDPOINTS['tool_invocation']}",
                     LoadSpec("POST", f"{api}/tool-invocations", calls_auth, (_json(body),)),
                     check=seen(key, _invocation_ok),
                 )
@@ -1022,7 +1022,7 @@ class Command(BaseCommand):
             targets.append(
                 Target(
                     key,
-                    f"{POLICY_ENDPOINTS['knowledge_search']}, policy {variant}",
+                    f"policy {variant}: {POLICY_ENDPOINTS['knowledge_search']}",
                     LoadSpec("POST", path, json_auth, searches),
                     check=seen(key),
                 )
@@ -1134,7 +1134,10 @@ class Command(BaseCommand):
             ratios = []
             for run_off, run_on in zip(off["rounds"], on["rounds"], strict=True):
                 ratio = run_on["rps"] / run_off["rps"] if run_off["rps"] else None
-                ratios.append({"round": run_on["round"], "ratio": ratio})
+                # The req/s ratio CPU alone would allow: policy-off CPU per request ÷ policy-on's.
+                cpu_off, cpu_on = run_off["cpu_ms"], run_on["cpu_ms"]
+                cpu_ratio = cpu_off / cpu_on if cpu_off and cpu_on else None
+                ratios.append({"round": run_on["round"], "ratio": ratio, "cpu_ratio": cpu_ratio})
             ratio = median([item["ratio"] for item in ratios])
             endpoints.append(
                 {
@@ -1143,6 +1146,7 @@ class Command(BaseCommand):
                     "goal": POLICY_GOAL,
                     "ratios": ratios,
                     "ratio": ratio,
+                    "cpu_ratio": median([item["cpu_ratio"] for item in ratios]),
                     "met": None if ratio is None else ratio >= POLICY_GOAL,
                     "off": off["median"],
                     "on": on["median"],
@@ -1194,13 +1198,12 @@ class Command(BaseCommand):
                 f"{item['errors']:5d}  {json.dumps(found['findings']) if found else '-'}"
             )
         out("")
-        out(f"{'endpoint':44} {'on ÷ off req/s':>14} {'goal':>6}  per round")
+        out(f"{'endpoint':44} {'on ÷ off req/s':>14} {'goal':>6} {'CPU r':>6}  per round")
         for item in result["endpoints"]:
             mark = "" if item["met"] else "!"
             rounds = ", ".join(number(r["ratio"], 0) for r in item["ratios"])
-            out(
-                f"{item['name'][:44]:44} {number(item['ratio'], 14, 3)} {item['goal']:5.2f}{mark:1}  {rounds}"
-            )
+            ratio, cpu = number(item["ratio"], 14, 3), number(item["cpu_ratio"], 6, 3)
+            out(f"{item['name'][:44]:44} {ratio} {item['goal']:5.2f}{mark:1} {cpu}  {rounds}")
         options, machine = result["options"], result["machine"]
         out("")
         out(
@@ -1208,7 +1211,8 @@ class Command(BaseCommand):
             f"alternating per round, bare), {options['duration']:.0f} s per run, "
             f"{options['load_generator']}, "
             f"{options['connections']} connections; figures are medians over rounds; ratio = median of "
-            "(policy-on req/s ÷ the same round's policy-off req/s); '!' = goal missed"
+            "(policy-on req/s ÷ the same round's policy-off req/s); CPU r = median of (policy-off CPU per "
+            "request ÷ policy-on's), gunicorn and PostgreSQL; '!' = goal missed"
         )
         if result["invocations_not_executed"]:
             out(f"WARNING: {result['invocations_not_executed']} tool invocations did not execute")

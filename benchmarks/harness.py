@@ -669,6 +669,16 @@ def plot_policy_pairs(path: Path, result: Mapping) -> None:
                 label="median" if not row else None,
             )
             right.text(item["ratio"], row - 0.3, f"{item['ratio']:.3f}", fontsize=8, ha="center")
+        if item.get("cpu_ratio") is not None:
+            right.scatter(
+                [item["cpu_ratio"]],
+                [row + 0.3],
+                color="#d94801",
+                marker="D",
+                s=26,
+                zorder=3,
+                label="CPU ratio (off ÷ on CPU/request)" if not row else None,
+            )
         right.plot([item["goal"], item["goal"]], [row - 0.45, row + 0.45], color="red", linewidth=2)
     for ax in (left, right):
         ax.set_yticks(range(len(endpoints)), names if ax is left else [""] * len(endpoints), fontsize=8)

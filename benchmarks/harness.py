@@ -686,9 +686,9 @@ def plot_policy_pairs(path: Path, result: Mapping) -> None:
         ax.grid(axis="x", alpha=0.3)
     left.set_xlabel("req/s (median of rounds)")
     left.set_xlim(
-        0, max([1.0, *((item[v].get("rps") or 0) * 1.45 for item in endpoints for v in ("off", "on"))])
+        0, max([1.0, *((item[v].get("rps") or 0) * 1.8 for item in endpoints for v in ("off", "on"))])
     )
-    left.legend(loc="lower right", fontsize=8)
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8)
     right.set_xlabel("policy on ÷ policy off req/s (red: goal 0.9)")
     low = min(
         [0.8, *(entry["ratio"] - 0.05 for item in endpoints for entry in item["ratios"] if entry["ratio"])]
@@ -702,7 +702,7 @@ def plot_policy_pairs(path: Path, result: Mapping) -> None:
             ]
         ),
     )
-    right.legend(loc="lower right", fontsize=8)
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=8)
     commit = (result.get("git") or {}).get("commit") or "?"
     options = result["options"]
     fig.suptitle(

@@ -43,12 +43,14 @@ browser:
 	@./scripts/ensure-chromium
 
 ## Benchmarks (figures, not tests): agent endpoints against a bare endpoint, then governed tool calls
-## against the same signed call sent directly (both start their own gunicorn and Demo Shop), then
+## against the same signed call sent directly, then the tool-invocation and knowledge-search
+## endpoints with a data policy off and on (each starts its own gunicorn and Demo Shop), then
 ## audited actions per second hub-wide (its events stay in the ledger: a development database only).
 bench: install
 	$(BIN)/python manage.py migrate --noinput -v 0
 	$(BIN)/python manage.py bailing_bench
 	$(BIN)/python manage.py bailing_bench --suite invocations
+	$(BIN)/python manage.py bailing_bench --suite data-policy
 	$(BIN)/python manage.py bailing_bench_audit
 
 lint: install

@@ -340,6 +340,7 @@ class LoadResult:
     p99_ms: float
     tool: str
     timeouts: int = 0  # requests without an answer within LOAD_TIMEOUT_SECONDS (part of errors)
+    p95_ms: float | None = None  # None only from a wrk script that did not print it
 
     @property
     def rps(self) -> float:
@@ -359,9 +360,9 @@ _LUA_DONE = """
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
-    "BENCH_RESULT %d %d %d %d %d %d %d %.1f %.1f\\n",
+    "BENCH_RESULT %d %d %d %d %d %d %d %.1f %.1f %.1f\\n",
     summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99)))
+    latency:percentile(50), latency:percentile(99), latency:percentile(95)))
 end
 """
 
@@ -396,7 +397,8 @@ def wrk_script(spec: LoadSpec, *, base: int, hex_nonce: str) -> str:
 
 
 def parse_wrk_result(out: str) -> LoadResult:
-    match = re.search(r"^BENCH_RESULT ([\d ]+) ([\d.]+) ([\d.]+)$", out, re.M)
+    # p50, p99, then p95 (added later: a result without it still parses).
+    match = re.search(r"^BENCH_RESULT ([\d ]+) ([\d.]+) ([\d.]+)(?: ([\d.]+))?$", out, re.M)
     if not match:
         raise RuntimeError(f"wrk printed no result: {out[-500:]!r}")
     requests, duration_us, *errors = (int(value) for value in match.group(1).split())
@@ -407,6 +409,7 @@ def parse_wrk_result(out: str) -> LoadResult:
         timeouts=errors[-1],
         p50_ms=float(match.group(2)) / 1000,
         p99_ms=float(match.group(3)) / 1000,
+        p95_ms=float(match.group(4)) / 1000 if match.group(4) else None,
         tool="wrk",
     )
 
@@ -492,6 +495,7 @@ def python_load(
         errors=errors[0],
         p50_ms=percentile(latencies, 0.50) * 1000,
         p99_ms=percentile(latencies, 0.99) * 1000,
+        p95_ms=percentile(latencies, 0.95) * 1000,
         tool="python",
     )
 
@@ -623,6 +627,89 @@ def plot_ratios(path: Path, result: Mapping, baseline: Mapping | None = None) ->
         title += f" (before: {((baseline.get('git') or {}).get('commit') or '?')[:10]})"
     ax.set_title(title, fontsize=10)
     ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_policy_pairs(path: Path, result: Mapping) -> None:
+    """A PNG of ``bailing_bench --suite data-policy``: per endpoint, the median req/s with the data
+    policy off and on (left) and each round's on ÷ off ratio with their median and the goal (right).
+    Needs matplotlib (the ``dev`` extra); drawn with the Agg backend, no display."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    endpoints = list(result["endpoints"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 1.6 + 0.9 * max(1, len(endpoints))))
+    names = [item["name"] for item in endpoints]
+    for row, item in enumerate(endpoints):
+        for offset, variant, colour in ((-0.2, "off", "#9ecae1"), (0.2, "on", "#2171b5")):
+            value = item[variant].get("rps")
+            if value is None:
+                continue
+            left.barh(
+                row + offset, value, height=0.38, color=colour, label=f"policy {variant}" if not row else None
+            )
+            p95 = item[variant].get("p95_ms")
+            label = f"{value:.1f} req/s" + (f", p95 {p95:.0f} ms" if p95 is not None else "")
+            left.text(value, row + offset, " " + label, va="center", fontsize=7)
+        ratios = [entry["ratio"] for entry in item["ratios"] if entry["ratio"] is not None]
+        right.scatter(
+            ratios, [row] * len(ratios), color="#6baed6", s=18, zorder=3, label="rounds" if not row else None
+        )
+        if item["ratio"] is not None:
+            right.barh(
+                row,
+                item["ratio"],
+                height=0.5,
+                color="#2171b5",
+                alpha=0.35,
+                label="median" if not row else None,
+            )
+            right.text(item["ratio"], row - 0.3, f"{item['ratio']:.3f}", fontsize=8, ha="center")
+        if item.get("cpu_ratio") is not None:
+            right.scatter(
+                [item["cpu_ratio"]],
+                [row + 0.3],
+                color="#d94801",
+                marker="D",
+                s=26,
+                zorder=3,
+                label="CPU ratio (off ÷ on CPU/request)" if not row else None,
+            )
+        right.plot([item["goal"], item["goal"]], [row - 0.45, row + 0.45], color="red", linewidth=2)
+    for ax in (left, right):
+        ax.set_yticks(range(len(endpoints)), names if ax is left else [""] * len(endpoints), fontsize=8)
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+    left.set_xlabel("req/s (median of rounds)")
+    left.set_xlim(
+        0, max([1.0, *((item[v].get("rps") or 0) * 1.8 for item in endpoints for v in ("off", "on"))])
+    )
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8)
+    right.set_xlabel("policy on ÷ policy off req/s (red: goal 0.9)")
+    low = min(
+        [0.8, *(entry["ratio"] - 0.05 for item in endpoints for entry in item["ratios"] if entry["ratio"])]
+    )
+    right.set_xlim(
+        max(0.0, low),
+        max(
+            [
+                1.15,
+                *(entry["ratio"] + 0.05 for item in endpoints for entry in item["ratios"] if entry["ratio"]),
+            ]
+        ),
+    )
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=8)
+    commit = (result.get("git") or {}).get("commit") or "?"
+    options = result["options"]
+    fig.suptitle(
+        f"bailing_bench --suite data-policy: {options['rounds']} rounds of {options['duration']:.0f} s, "
+        f"{options['connections']} connections, commit {commit[:10]}",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

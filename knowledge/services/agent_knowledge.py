@@ -36,7 +36,13 @@ and body of a document read whole (:func:`_read_state` for ``read`` pages, :func
 for inline ``doc`` mode) and the text of an answer (:func:`knowledge_ask`). Texts are released
 before any surface cuts them. The workspace's data policy is applied there (surface
 ``knowledge``); each operation collects what it found (:func:`knowledge_policy_tally`) for its
-response's additive ``data_policy`` field and its audit event (docs/protocol.md "Data policy").
+response's additive ``data_policy`` field, its audit event and the findings metric
+(docs/protocol.md "Data policy"). Those counts cover only what the agent receives: the findings of a
+retrieved hit are *held* until the operation knows which hits its response keeps — one per document,
+at most ``limit``, within the byte budget — and which of their texts it shows (a hint shows a title
+and a summary, an inline chunk no source label, an answer only its sources' titles and labels), and
+only then counted (:meth:`PolicyTally.deliver`). A hint kept with its summary cut short still counts
+the findings of its whole chunk (the text was released whole, before the cut).
 
 Decisions (recorded here because the spec leaves them open; summarised in docs/protocol.md from
 "Knowledge protocol limits" to "Knowledge in turns"):
@@ -209,23 +215,67 @@ def workspace_knowledge_scope(access: WorkspaceAccess) -> KnowledgeScope:
 KNOWLEDGE_WITHHELD_TEXT = "[This text was withheld by the workspace's data policy (detectors: {detectors}).]"
 
 
+# The texts of a hit (its released fields) that each surface hands to the agent.
+HINT_FIELDS = ("title", "content")  # search and on-demand hints: the title and a summary of the chunk
+PASSAGE_FIELDS = ("title", "content", "source")  # MCP search_knowledge results
+INLINE_CHUNK_FIELDS = ("title", "content")  # legacy inline chunks (no source label)
+TITLE_FIELDS = ("title",)  # inline doc mode: the document's body is released by itself
+SOURCE_FIELDS = ("title", "source")  # ask_knowledge's cited sources
+CONTENT_FIELDS = ("content",)  # ... and the chunks their answer was written from
+
+
 class PolicyTally:
-    """What the data policy found in the texts one knowledge operation released: counts per detector
-    and the strongest action, for its response's ``data_policy`` field and its audit event."""
+    """What the data policy found in the texts one knowledge operation delivered: counts per detector
+    and the strongest action, for its response's ``data_policy`` field, its audit event and the
+    findings metric.
+
+    A text released with a ``hold`` key (a retrieved hit's title, content or source label) is held
+    until :meth:`deliver` says the response keeps it; what is never delivered is never counted."""
 
     def __init__(self) -> None:
         self.findings: dict[str, int] = {}
         self.action: str | None = None
+        self._held: dict[tuple[int, str], tuple[str, PolicyOutcome]] = {}
 
-    def add(self, outcome: PolicyOutcome) -> None:
+    @staticmethod
+    def _merge(findings: dict[str, int], action: str | None, outcome: PolicyOutcome) -> str | None:
         for detector, count in outcome.findings.items():
-            self.findings[detector] = self.findings.get(detector, 0) + count
-        if self.action is None or ACTION_STRENGTH[outcome.action] > ACTION_STRENGTH[self.action]:
-            self.action = outcome.action
+            findings[detector] = findings.get(detector, 0) + count
+        if action is None or ACTION_STRENGTH[outcome.action] > ACTION_STRENGTH[action]:
+            return outcome.action
+        return action
+
+    def add(self, outcome: PolicyOutcome, *, route_key: str) -> None:
+        """Count a delivered text's findings (the operation's totals and the metric)."""
+        data_policy_count(route_key=route_key, outcome=outcome)
+        self.action = self._merge(self.findings, self.action, outcome)
+
+    def hold(self, key: tuple[int, str], outcome: PolicyOutcome, *, route_key: str) -> None:
+        self._held[key] = (route_key, outcome)
+
+    def _held_of(self, hits: Iterator[Hit] | list[Hit], fields: tuple[str, ...]):
+        for hit in hits:
+            for name in fields:
+                held = self._held.get((hit.chunk_id, name))
+                if held is not None:
+                    yield (hit.chunk_id, name), held
+
+    def deliver(self, hits: list[Hit], fields: tuple[str, ...]) -> None:
+        """The response keeps ``fields`` of ``hits``: count what was held for them."""
+        for key, (route_key, outcome) in list(self._held_of(hits, fields)):
+            del self._held[key]
+            self.add(outcome, route_key=route_key)
+
+    def summary_if(self, hits: list[Hit], fields: tuple[str, ...]) -> dict[str, Any] | None:
+        """The summary as it would be if ``fields`` of ``hits`` were delivered (nothing is counted)."""
+        findings, action = dict(self.findings), self.action
+        for _, (_, outcome) in self._held_of(hits, fields):
+            action = self._merge(findings, action, outcome)
+        return {"action": action, "findings": findings} if findings else None
 
     @property
     def summary(self) -> dict[str, Any] | None:
-        """``{"action", "findings"}`` — counts only — or None when no text was touched."""
+        """``{"action", "findings"}`` — counts only — or None when no delivered text was touched."""
         return {"action": self.action, "findings": dict(self.findings)} if self.findings else None
 
     def audit(self) -> dict[str, Any]:
@@ -247,7 +297,7 @@ def knowledge_policy_tally() -> Iterator[PolicyTally]:
         _tally.reset(token)
 
 
-def knowledge_text_release(text: str, *, scope: KnowledgeScope) -> str:
+def knowledge_text_release(text: str, *, scope: KnowledgeScope, hold: tuple[int, str] | None = None) -> str:
     """A knowledge text on its way to an agent of ``scope``'s workspace, as the agent may receive it.
 
     The one place every knowledge text bound for an agent passes (see the module docstring), before
@@ -255,7 +305,9 @@ def knowledge_text_release(text: str, *, scope: KnowledgeScope) -> str:
     them (the text is unchanged), or withholds the whole text — an excerpt, a page, an answer —
     leaving a note naming the detectors (:data:`KNOWLEDGE_WITHHELD_TEXT`). The findings are counted
     in ``bailing_data_policy_findings_total`` and in the operation's tally (its response's
-    ``data_policy`` field and audit event). No policy: the text leaves as stored.
+    ``data_policy`` field and audit event) — with ``hold`` (a hit's chunk id and field), only once
+    the operation delivers that text (:meth:`PolicyTally.deliver`). No policy: the text leaves as
+    stored.
     """
     policy = scope.data_policy
     if policy is None or not policy.applies_to(KNOWLEDGE):
@@ -263,10 +315,13 @@ def knowledge_text_release(text: str, *, scope: KnowledgeScope) -> str:
     outcome = data_policy_apply(policy=policy, value=text, surface=KNOWLEDGE)
     if not outcome.touched:
         return text
-    data_policy_count(route_key=scope.route_key, outcome=outcome)
     tally = _tally.get()
-    if tally is not None:
-        tally.add(outcome)
+    if tally is None:  # no operation to say what it delivers: counted as released
+        data_policy_count(route_key=scope.route_key, outcome=outcome)
+    elif hold is not None:
+        tally.hold(hold, outcome, route_key=scope.route_key)
+    else:
+        tally.add(outcome, route_key=scope.route_key)
     if outcome.blocked:
         return KNOWLEDGE_WITHHELD_TEXT.format(detectors=", ".join(outcome.findings))
     return outcome.value
@@ -274,14 +329,17 @@ def knowledge_text_release(text: str, *, scope: KnowledgeScope) -> str:
 
 def knowledge_retrieve(*, scope: KnowledgeScope, query: str, limit: int) -> SearchResult:
     """Up to ``limit`` fresh hits for ``query`` in ``scope`` (the route's ``min_score``), their
-    title, content and source label released. A scope without knowledge answers ``disabled``."""
+    title, content and source label released (their findings held for :meth:`PolicyTally.deliver`).
+    A scope without knowledge answers ``disabled``."""
     result = knowledge_search(scope=scope, query=query, limit=limit)
     hits = [
         dataclasses.replace(
             hit,
-            title=knowledge_text_release(hit.title, scope=scope),
-            content=knowledge_text_release(hit.content, scope=scope),
-            source=None if hit.source is None else knowledge_text_release(hit.source, scope=scope),
+            title=knowledge_text_release(hit.title, scope=scope, hold=(hit.chunk_id, "title")),
+            content=knowledge_text_release(hit.content, scope=scope, hold=(hit.chunk_id, "content")),
+            source=None
+            if hit.source is None
+            else knowledge_text_release(hit.source, scope=scope, hold=(hit.chunk_id, "source")),
         )
         for hit in result.hits
     ]
@@ -422,11 +480,7 @@ def knowledge_hints_build(
     Only hits of the result are used, so a summary is always an excerpt of a real current chunk.
     """
     hints: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    for hit in result.hits:
-        if hit.document_id in seen:
-            continue
-        seen.add(hit.document_id)
+    for hit in hint_hits(result, limit):
         issued = reference_issue(
             binding=binding,
             scope_revision=scope.revision,
@@ -444,18 +498,43 @@ def knowledge_hints_build(
                 "expires_at": utc_iso(issued.expires_at),
             }
         )
-        if len(hints) == limit:
-            break
     return hints
 
 
+def hint_hits(result: SearchResult, limit: int) -> list[Hit]:
+    """The hits :func:`knowledge_hints_build` makes hints of: the best of each document, best first,
+    at most ``limit``."""
+    picked: list[Hit] = []
+    seen: set[int] = set()
+    for hit in result.hits:
+        if hit.document_id not in seen:
+            seen.add(hit.document_id)
+            picked.append(hit)
+            if len(picked) == limit:
+                break
+    return picked
+
+
+def _deliver_hints(tally: PolicyTally, hits: list[Hit], fitted: list[dict[str, Any]]) -> None:
+    """The fitted hints (a prefix of ``hits``' hints) are delivered: each one's title, and its
+    content when the budget left any of its summary."""
+    for hit, hint in zip(hits, fitted, strict=False):
+        tally.deliver([hit], HINT_FIELDS if hint["summary"] else TITLE_FIELDS)
+
+
 def knowledge_delivery_build(
-    *, scope: KnowledgeScope, result: SearchResult, binding: str, now: datetime | None = None
+    *,
+    scope: KnowledgeScope,
+    result: SearchResult,
+    binding: str,
+    now: datetime | None = None,
+    tally: PolicyTally | None = None,
 ) -> dict[str, Any]:
     """``context.knowledge_delivery`` of an ``on_demand`` turn, at most 4096 UTF-8 bytes.
 
     Hints are built and fitted exactly like a search's; the fitting's ``truncated`` flag is not part
     of this block (the spec lists its fields), the block is only ever smaller than what was measured.
+    ``tally`` (the one ``result`` was retrieved under) counts the findings of the hints kept.
     """
     envelope = {
         "schema_version": DELIVERY_SCHEMA,
@@ -468,6 +547,8 @@ def knowledge_delivery_build(
         scope=scope, result=result, limit=SEARCH_MAX_RESULTS, binding=binding, now=now
     )
     fitted = fit_search_hints(envelope=envelope, hints=hints)
+    if tally is not None:
+        _deliver_hints(tally, hint_hits(result, SEARCH_MAX_RESULTS), fitted["hints"])
     return {**envelope, "hints": fitted["hints"]}
 
 
@@ -500,10 +581,19 @@ def agent_knowledge_search(
     if run is not None:
         envelope["run_id"] = str(run)
     envelope |= {"knowledge_scope_revision": scope.revision, "status": result.status, "trust": TRUST}
-    if tally.summary:
-        # Additive (docs/protocol.md "Data policy"): inside the 4096-byte budget the hints are fitted to.
-        envelope["data_policy"] = tally.summary
+    picked = hint_hits(result, limit)
+    upper = tally.summary_if(picked, HINT_FIELDS)
+    if upper:
+        # Additive (docs/protocol.md "Data policy"): inside the 4096-byte budget the hints are fitted
+        # to. Fitted with the counts of every hint, then set to the counts of the hints kept: fewer
+        # findings never take more bytes (an action can only weaken with a detector gone entirely).
+        envelope["data_policy"] = upper
     response = fit_search_hints(envelope=envelope, hints=hints)
+    _deliver_hints(tally, picked, response["hints"])
+    if tally.summary:
+        response["data_policy"] = tally.summary
+    else:
+        response.pop("data_policy", None)
     _audit_scope(
         identity=identity,
         access=access,
@@ -734,7 +824,9 @@ def knowledge_passages_search(
 
     A passage is ``{source_id, document_id, title, score, retrievers, content, source?}`` with the
     whole released chunk text; cutting it is the surface's, which also gets the data policy's
-    ``data_policy`` summary of the released texts (None when untouched). Raises 400
+    ``data_policy`` summary of the passages it kept (None when untouched): ``fit`` is called once
+    without it to learn which passages it keeps (its results, a prefix of the passages given), then
+    again with it when there is one — so the summary must not change what ``fit`` keeps. Raises 400
     ``invalid_request`` for the query and 503 ``knowledge_unavailable`` when no source answered; a
     ``partial`` retrieval answers with what it found. Audited as ``mcp.knowledge.search`` with
     what ``fit`` kept.
@@ -744,7 +836,11 @@ def knowledge_passages_search(
         scope, result = _retrieve_answering(
             identity=identity, access=access, query=query, limit=limit, action=action
         )
-    fitted = fit([_passage(hit) for hit in result.hits], tally.summary)
+    passages = [_passage(hit) for hit in result.hits]
+    fitted = fit(passages, None)
+    tally.deliver(result.hits[: len(fitted.results)], PASSAGE_FIELDS)
+    if tally.summary:
+        fitted = fit(passages, tally.summary)
     _audit_scope(
         identity=identity,
         access=access,
@@ -773,8 +869,9 @@ class KnowledgeAnswer:
     data_policy: dict[str, Any] | None = None  # the data policy's summary of the released texts
 
 
-def _answer_sources(hits: list[Hit]) -> tuple[list[AnswerSource], dict[str, Hit]]:
-    """One source per document, best first: its best chunks (in rank order) as the content."""
+def _answer_sources(hits: list[Hit]) -> tuple[list[AnswerSource], dict[str, list[Hit]]]:
+    """One source per document, best first: its best chunks (in rank order) as the content; and
+    the chunks each source was written from, best first."""
     chunks: dict[str, list[Hit]] = {}
     for hit in hits:
         chunks.setdefault(_source_id(hit), []).append(hit)
@@ -782,8 +879,8 @@ def _answer_sources(hits: list[Hit]) -> tuple[list[AnswerSource], dict[str, Hit]
     best = {}
     for source_id, document_hits in chunks.items():
         top = document_hits[0]
-        best[source_id] = top
-        content = "\n\n".join(hit.content for hit in document_hits[:ASK_CHUNKS_PER_SOURCE])
+        best[source_id] = document_hits[:ASK_CHUNKS_PER_SOURCE]
+        content = "\n\n".join(hit.content for hit in best[source_id])
         sources.append(AnswerSource(source_id=source_id, title=top.title, content=content, score=top.score))
     return sources, best
 
@@ -821,10 +918,15 @@ def _ask(
             "title": source.title,
             "score": source.score,
         }
-        label = best[source.source_id].source
+        chunks = best[source.source_id]
+        label = chunks[0].source
         if label:
             item["source"] = label
         sources.append(item)
+        # A cited source reaches the agent: its title and label, and its chunks through the answer
+        # (already released: redacted values there are placeholders, which a second pass cannot see).
+        tally.deliver(chunks[:1], SOURCE_FIELDS)
+        tally.deliver(chunks, CONTENT_FIELDS)
     text = knowledge_text_release(answer.text, scope=scope)
     _audit_scope(
         **audit,
@@ -877,8 +979,13 @@ def knowledge_inline_build(*, scope: KnowledgeScope, query: str) -> InlineKnowle
         except DatabaseError as exc:
             logger.warning("inline knowledge: document load failed (%s)", type(exc).__name__)
             return InlineKnowledge(status="unavailable", knowledge=[], refs=[])
+        fields = TITLE_FIELDS
     else:
         picked = [(hit, cut_utf16(hit.content, INLINE_CHUNK_MAX_CHARS)[0]) for hit in result.hits]
+        fields = INLINE_CHUNK_FIELDS
+    tally = _tally.get()
+    if tally is not None:
+        tally.deliver([hit for hit, _ in picked], fields)
 
     knowledge: list[dict[str, Any]] = []
     refs: list[dict[str, Any]] = []

@@ -30,8 +30,10 @@ class PreparedKnowledge:
     scope: KnowledgeScope
     inline: agent_knowledge.InlineKnowledge | None = None
     hints: SearchResult | None = None
-    # What the workspace's data policy found in the texts retrieved (counts only), for the audit.
+    # What the workspace's data policy found in the texts delivered inline (counts only), for the audit.
     policy_audit: dict[str, Any] = field(default_factory=dict)
+    # On demand: the tally the hints were retrieved under; the hints kept are counted when rendered.
+    tally: agent_knowledge.PolicyTally | None = None
 
     def render(self, *, identity: AgentIdentity, run_id: uuid.UUID) -> TurnKnowledgeContext:
         if self.inline is not None:
@@ -47,11 +49,12 @@ class PreparedKnowledge:
         # Server-side hints bound to this run, readable once it is context_ready.
         binding = agent_knowledge.caller_binding(identity=identity, route_key=self.route_key, run_id=run_id)
         delivery = agent_knowledge.knowledge_delivery_build(
-            scope=self.scope, result=self.hints, binding=binding
+            scope=self.scope, result=self.hints, binding=binding, tally=self.tally
         )
+        policy_audit = self.tally.audit() if self.tally is not None else {}
         return TurnKnowledgeContext(
             delivery=delivery,
-            audit={"status": self.hints.status, "hints": len(delivery["hints"]), **self.policy_audit},
+            audit={"status": self.hints.status, "hints": len(delivery["hints"]), **policy_audit},
         )
 
 
@@ -67,9 +70,7 @@ class TurnKnowledgeService:
             else:
                 inline = agent_knowledge.knowledge_inline_build(scope=scope, query=query)
         if delivery == "on_demand":
-            return PreparedKnowledge(
-                route_key=access.route_key, scope=scope, hints=hints, policy_audit=tally.audit()
-            )
+            return PreparedKnowledge(route_key=access.route_key, scope=scope, hints=hints, tally=tally)
         return PreparedKnowledge(
             route_key=access.route_key, scope=scope, inline=inline, policy_audit=tally.audit()
         )

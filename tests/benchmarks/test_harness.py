@@ -169,6 +169,14 @@ def test_wrk_output_is_read_from_the_done_hook():
     assert result.rps == pytest.approx(812 / 1.003412)
 
 
+def test_wrk_output_carries_p95_after_p99_and_older_output_still_parses():
+    result = parse_wrk_result("BENCH_RESULT 812 1003412 0 0 0 0 0 1520.5 20311.0 9800.0\n")
+    assert result.p50_ms == pytest.approx(1.5205) and result.p99_ms == pytest.approx(20.311)
+    assert result.p95_ms == pytest.approx(9.8)
+    assert parse_wrk_result("BENCH_RESULT 812 1003412 0 0 0 0 0 1520.5 20311.0\n").p95_ms is None
+    assert "latency:percentile(95)" in wrk_script(LoadSpec("GET", "/x", {}), base=0, hex_nonce="ab")
+
+
 def test_the_wrk_script_rotates_the_bodies_and_fills_both_markers():
     spec = LoadSpec("POST", "/x", {}, ('{"q": "a %N%"}', '{"q": "b \\"quoted\\"", "id": "%HEX%"}'))
     script = wrk_script(spec, base=30_000_000, hex_nonce="ab" * 24)

@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 
 from agent_runtime.models import Route
 from bailing.audit.models import AuditEvent
+from knowledge.models import Document, KnowledgeBase
 from tests.factories import (
     AgentSessionFactory,
     ClientFactory,
@@ -144,3 +145,91 @@ def test_on_demand_turn_hints_are_redacted(api_client, session):
     assert hints and "[REDACTED:payment_card#1]" in _clean(hints)
     audited = AuditEvent.objects.filter(action="agent_runtime.turn.context_ready").latest("id")
     assert audited.data["knowledge"]["data_policy"]["action"] == "redact"
+
+
+# --- counts cover only what is delivered ---------------------------------------------------------------
+OTHER_EMAIL = "returns.team@example.org"
+OTHER_PAGE = f"Returns of a refund card order go through {OTHER_EMAIL} within thirty days."
+
+
+def _metric(detector: str) -> float:
+    labels = {"route": ROUTE, "detector": detector, "action": "redact"}
+    return REGISTRY.get_sample_value("bailing_data_policy_findings_total", labels) or 0.0
+
+
+@pytest.fixture
+def two_pages(session):
+    """A second handbook page with another email, ranked below the first for "refund card": both are
+    retrieved, a search of one hint keeps only the first."""
+    knowledge_document(KnowledgeBase.objects.get(kb_id="handbook"), "returns", "Returns", OTHER_PAGE)
+    _policy({"detectors": ["payment_card", "email"]})
+    return session
+
+
+def test_rest_search_counts_only_the_hints_it_returns(api_client, two_pages):
+    # Both pages are hits of the query (two hints when the limit allows them) ...
+    both = _rest(api_client, two_pages, "search", {"query": "refund card", "limit": 3})
+    assert len(both["hints"]) == 2 and both["data_policy"]["findings"] == {"email": 2, "payment_card": 1}
+    assert OTHER_EMAIL not in json.dumps(both)
+    # ... with a limit of one, the dropped page's email is counted nowhere.
+    before = {detector: _metric(detector) for detector in ("email", "payment_card")}
+    found = _rest(api_client, two_pages, "search", {"query": "refund card", "limit": 1})
+    assert [hint["title"] for hint in found["hints"]] == ["Refund policy"]
+    expected = {"action": "redact", "findings": {"email": 1, "payment_card": 1}}
+    assert found["data_policy"] == expected
+    assert _audit_policy("knowledge.agent.search") == expected
+    assert _metric("email") == before["email"] + 1
+    assert _metric("payment_card") == before["payment_card"] + 1
+
+
+def test_a_search_whose_returned_hints_hold_no_finding_has_no_data_policy(api_client, two_pages):
+    # Under an email-only policy the first page's email is its only finding: replace that page by
+    # one without any, still ranked first; the second page's email is retrieved and dropped with it.
+    Document.objects.filter(source_key="refunds").delete()
+    knowledge_document(
+        KnowledgeBase.objects.get(kb_id="handbook"),
+        "cards",
+        "Refund card",
+        "Refund card orders are paid back to the refund card: a refund card is never paid in cash.",
+    )
+    _policy({"detectors": ["email"]})
+    both = _rest(api_client, two_pages, "search", {"query": "refund card", "limit": 3})
+    assert both["data_policy"]["findings"] == {"email": 1}  # the second page is a hit
+    before = _metric("email")
+    found = _rest(api_client, two_pages, "search", {"query": "refund card", "limit": 1})
+    assert [hint["title"] for hint in found["hints"]] == ["Refund card"]
+    assert "data_policy" not in found
+    assert "data_policy" not in AuditEvent.objects.filter(action="knowledge.agent.search").latest("id").data
+    assert _metric("email") == before
+
+
+def test_mcp_search_counts_only_the_results_it_returns(client, two_pages):
+    token = two_pages._access
+    searched = call_modern(client, ROUTE, token, "search_knowledge", {"query": "refund card", "limit": 1})
+    results = searched["structuredContent"]["results"]
+    assert [result["title"] for result in results] == ["Refund policy"]
+    expected = {"action": "redact", "findings": {"email": 1, "payment_card": 1}}
+    assert searched["structuredContent"]["data_policy"] == expected
+    assert _audit_policy("mcp.knowledge.search") == expected
+
+
+def test_on_demand_turn_counts_only_the_hints_it_delivers(api_client, two_pages):
+    # Five pages are hits (top_k 5), three become hints: each holds one distinct email.
+    kb = KnowledgeBase.objects.get(kb_id="handbook")
+    for number in range(3):
+        knowledge_document(
+            kb,
+            f"extra-{number}",
+            f"Extra {number}",
+            f"A refund card note {number}: desk{number}@example.net.",
+        )
+    before = _metric("email")
+    body = turn_body(1, user_input="refund card", knowledge_delivery="on_demand")
+    response = post_turn(api_client, two_pages, ROUTE, body)
+    assert response.status_code == 200, response.content
+    hints = response.json()["context"]["knowledge_delivery"]["hints"]
+    assert len(hints) == 3
+    emails = json.dumps(hints).count("[REDACTED:email#")
+    audited = AuditEvent.objects.filter(action="agent_runtime.turn.context_ready").latest("id")
+    assert audited.data["knowledge"]["data_policy"]["findings"]["email"] == emails
+    assert _metric("email") == before + emails

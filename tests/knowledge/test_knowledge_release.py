@@ -34,7 +34,7 @@ REFUNDS = f"Refunds are paid back to the original card within {STORED} days of t
 def release(monkeypatch):
     scopes: list[KnowledgeScope] = []
 
-    def probe(text: str, *, scope: KnowledgeScope) -> str:
+    def probe(text: str, *, scope: KnowledgeScope, hold: tuple[int, str] | None = None) -> str:
         scopes.append(scope)
         return text.replace(STORED, RELEASED)
 

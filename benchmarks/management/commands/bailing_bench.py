@@ -27,6 +27,16 @@ or across runs: a cache of query vectors cannot flatter the figures.
 ``--plot`` draws the ratios per endpoint (with ``--baseline OLD.json``: before and after, and the
 goal of each endpoint). ``--suite invocations`` runs ``bailing_bench_calls`` instead: the governance
 overhead of a tool call through the hub over the same signed business request sent directly.
+
+``--suite data-policy`` measures the tool invocation endpoint and the knowledge search endpoint each
+on two workspaces that differ only in their data policy: none, and every built-in detector with
+action ``redact`` on both surfaces (:data:`DATA_POLICY_ALL`). The invocation reads the Demo Shop's
+paid orders, whose SO-1007 carries a card number, an email, an injection and a tracking pixel, so the
+policy-on answer is really redacted (and its raw answer stored sealed). Every round runs the bare
+endpoint, then each endpoint's two variants back to back — which goes first alternates per round, as
+does the order of the endpoints — then the bare endpoint again. Per variant the report gives the
+median over rounds of req/s, p50 and p95 latency and CPU per request; per endpoint the median of the
+per-round ratio policy-on ÷ policy-off req/s against the goal of issue 23 (≥ 0.9).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import json
 import os
 import secrets
 import shutil
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +56,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 from django.test import Client as DjangoClient
 
+from agent_runtime.data_policy import BUILTIN_DETECTORS
 from agent_runtime.identity import AgentIdentity
 from agent_runtime.models import AgentSession, Client, Route, ToolInvocation, ToolProvider
 from agent_runtime.selectors.catalog import route_catalog
@@ -61,12 +73,14 @@ from benchmarks.harness import (
     LoadResult,
     LoadSpec,
     body_for,
+    cpu_per_request_ms,
     git_commit,
     gunicorn_server,
     libpq_traced,
     machine_info,
     median,
     parse_libpq_trace,
+    plot_policy_pairs,
     plot_ratios,
     postmaster_pid,
     process_table,
@@ -171,6 +185,23 @@ _ACTIONS = ("get", "search", "list", "create", "update")
 MCP_VERSION = "2026-07-28"
 INVOCATION_KEY = "tool_invocation_read"
 INVOCATION_NAME = f"POST tool-invocations ({calls.READ[0]}, readonly)"
+
+# --suite data-policy: the same workspace without and with a data policy of every built-in detector.
+POLICY_SCHEMA = "bailing_bench.data_policy.v1"
+BENCH_POLICY_KEY = "bench-workspace-policy"  # BENCH_KEY's knowledge and tools, under DATA_POLICY_ALL
+DATA_POLICY_ALL = {
+    "detectors": list(BUILTIN_DETECTORS),
+    "action": "redact",
+    "apply_to": ["tool_results", "knowledge"],
+}
+# The paid orders of alice: SO-1007's notes hold a card, an email, an injection and a tracking pixel.
+POLICY_READ = ("list_orders", {"status": "paid"})
+POLICY_GOAL = 0.9  # issue 23: policy-on throughput within 10 % of policy-off
+POLICY_ENDPOINTS = {
+    "tool_invocation": f"POST tool-invocations ({POLICY_READ[0]} paid)",
+    "knowledge_search": "POST knowledge/search (hybrid, 3 hints)",
+}
+VARIANTS = ("off", "on")
 
 
 def query_text(index: int) -> str:
@@ -290,10 +321,12 @@ class Command(BaseCommand):
         calls.add_server_arguments(parser)
         parser.add_argument(
             "--suite",
-            choices=("endpoints", "invocations"),
+            choices=("endpoints", "invocations", "data-policy"),
             default="endpoints",
             help="endpoints: agent endpoints against a bare DRF endpoint; invocations: the governed call "
-            "path against the same signed call sent directly (bailing_bench_calls)",
+            "path against the same signed call sent directly (bailing_bench_calls); data-policy: the tool "
+            "invocation and knowledge search endpoints with the workspace's data policy off and on "
+            "(every built-in detector, redact), interleaved",
         )
         parser.add_argument(
             "--only",
@@ -327,7 +360,9 @@ class Command(BaseCommand):
         )
         documents_index(document_ids=queued)
 
-    def _fixtures(self) -> tuple[str, Route, AgentSession]:
+    def _fixtures(self, *, policy: bool = False) -> tuple[str, Route, AgentSession]:
+        """The benchmark workspaces, client and session; with ``policy`` also :data:`BENCH_POLICY_KEY`
+        (the knowledge workspace under :data:`DATA_POLICY_ALL`)."""
         self._knowledge_base()
         provider, _ = ToolProvider.objects.update_or_create(
             name=BENCH_PROVIDER,
@@ -345,7 +380,7 @@ class Command(BaseCommand):
             defaults={
                 "name": "Benchmark agent",
                 "hub_consent": True,
-                "allowed_routes": [BENCH_KEY, BENCH_PLAIN_KEY],
+                "allowed_routes": [BENCH_KEY, BENCH_PLAIN_KEY, *([BENCH_POLICY_KEY] if policy else [])],
                 "rate_limit_per_min": 0,
             },
         )
@@ -375,9 +410,19 @@ class Command(BaseCommand):
         Route.objects.update_or_create(
             route_key=BENCH_PLAIN_KEY, defaults={**common, "name": "Benchmark workspace without knowledge"}
         )
+        if policy:
+            Route.objects.update_or_create(
+                route_key=BENCH_POLICY_KEY,
+                defaults={
+                    **common,
+                    "name": "Benchmark workspace under a data policy",
+                    "knowledge": route.knowledge,
+                    "data_policy": DATA_POLICY_ALL,
+                },
+            )
         session, access = agent_session_open(
             client=client,
-            routes=[BENCH_KEY, BENCH_PLAIN_KEY],
+            routes=[BENCH_KEY, BENCH_PLAIN_KEY, *([BENCH_POLICY_KEY] if policy else [])],
             subject="bench",
             device_label="benchmark",
             access_hours=4,
@@ -389,7 +434,7 @@ class Command(BaseCommand):
         if kb is not None:
             knowledge_base_delete(kb=kb, actor=Actor.system("bailing_bench"))
         Client.objects.filter(app_id=BENCH_CLIENT).delete()
-        Route.objects.filter(route_key__in=[BENCH_KEY, BENCH_PLAIN_KEY]).delete()
+        Route.objects.filter(route_key__in=[BENCH_KEY, BENCH_PLAIN_KEY, BENCH_POLICY_KEY]).delete()
         ToolProvider.objects.filter(name=BENCH_PROVIDER).delete()
         calls.calls_cleanup()
 
@@ -576,7 +621,8 @@ class Command(BaseCommand):
             body = body_for(
                 spec.bodies[sent[0] % len(spec.bodies)],
                 number=9 * RUN_NUMBER_SPAN * 100 + sent[0],
-                hex_nonce=nonce[:40] + "ffffffff",
+                # Unique per target too: two targets may send the same body to different routes.
+                hex_nonce=f"{nonce[:32]}{zlib.crc32(target.key.encode()):08x}ffffffff",
                 thread=0,
                 counter=sent[0],
             )
@@ -645,6 +691,7 @@ class Command(BaseCommand):
             "errors": result.errors,
             "timeouts": result.timeouts,
             "p50_ms": result.p50_ms,
+            "p95_ms": result.p95_ms,
             "p99_ms": result.p99_ms,
             "cpu_ticks": total,
             "cpu_ticks_gunicorn": ticks.get("gunicorn"),
@@ -656,7 +703,21 @@ class Command(BaseCommand):
         self.stdout.write(text)
         self.stdout.flush()
 
+    def _check_options(self, options) -> None:
+        if options["rounds"] < 1:
+            raise CommandError("--rounds must be at least 1")
+        if options["duration"] <= 0 or options["connections"] < 1 or options["warmup"] < 0:
+            raise CommandError("--duration and --connections must be positive, --warmup not negative")
+        if options["plot"] is not None:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise CommandError("--plot needs matplotlib (pip install 'matplotlib>=3.8')") from None
+
     def handle(self, *args, **options):
+        if options["suite"] == "data-policy":
+            self._data_policy_suite(options)
+            return
         if options["suite"] == "invocations":
             call_command(
                 "bailing_bench_calls",
@@ -669,15 +730,7 @@ class Command(BaseCommand):
                 stdout=self.stdout,
             )
             return
-        if options["rounds"] < 1:
-            raise CommandError("--rounds must be at least 1")
-        if options["duration"] <= 0 or options["connections"] < 1 or options["warmup"] < 0:
-            raise CommandError("--duration and --connections must be positive, --warmup not negative")
-        if options["plot"] is not None:
-            try:
-                import matplotlib  # noqa: F401
-            except ImportError:
-                raise CommandError("--plot needs matplotlib (pip install 'matplotlib>=3.8')") from None
+        self._check_options(options)
         baseline = None
         if options["baseline"] is not None:
             try:
@@ -749,7 +802,11 @@ class Command(BaseCommand):
             .count()
         )
 
-    def _measure(self, port: int, targets: list[Target], options: dict, nonce: str, roots) -> list[dict]:
+    def _measure(
+        self, port: int, targets: list[Target], options: dict, nonce: str, roots, order_of=None
+    ) -> list[dict]:
+        """Warm up every target, then ``--rounds`` rounds of: bare, the endpoints, bare. The endpoints'
+        order in round ``number`` (0-based) is ``order_of(number)``; by default rotated per round."""
         bare, endpoints = targets[0], targets[1:]
         run_index = 0
         if options["warmup"] > 0:
@@ -762,11 +819,8 @@ class Command(BaseCommand):
         per_round = len(endpoints) + 2
         for number in range(rounds):
             shift = number % len(endpoints) if endpoints else 0
-            order = [
-                (bare, "start"),
-                *((t, "") for t in endpoints[shift:] + endpoints[:shift]),
-                (bare, "end"),
-            ]
+            middle = order_of(number) if order_of else endpoints[shift:] + endpoints[:shift]
+            order = [(bare, "start"), *((t, "") for t in middle), (bare, "end")]
             for position, (target, where) in enumerate(order, 1):
                 figures = self._run(port, target, options["duration"], options, run_index, nonce, roots)
                 run_index += 1
@@ -914,6 +968,251 @@ class Command(BaseCommand):
         out(
             f"queries: {len(BENCH_QUERIES)} distinct questions and a fresh order number in each request, "
             "so no searched text repeats (a cache of query vectors cannot flatter the figures)"
+        )
+        if result["invocations_not_executed"]:
+            out(f"WARNING: {result['invocations_not_executed']} tool invocations did not execute")
+        start = ", ".join(f"{v:.2f}" for v in machine.get("load_average") or [])
+        end = ", ".join(f"{v:.2f}" for v in machine.get("load_average_end") or [])
+        out(
+            f"machine: {machine.get('cpus')} CPUs, load average at start {start}, at end {end}; "
+            f"commit {(result['git'] or {}).get('commit') or '?'}"
+        )
+
+    # --- --suite data-policy ---------------------------------------------------------------------------
+    def _policy_targets(self, nonce: str, calls_access: str, revisions: dict[str, str]) -> list[Target]:
+        """bare, then each of :data:`POLICY_ENDPOINTS` off and on (keys ``<endpoint>.<variant>``)."""
+        access, _, _ = self._fixtures(policy=True)
+        api = "/agent-api/v1"
+        json_auth = {"Authorization": f"Bearer {access}", "Content-Type": "application/json"}
+        calls_auth = {"Authorization": f"Bearer {calls_access}", "Content-Type": "application/json"}
+        searches = tuple(_json({"query": query_text(i), "limit": 3}) for i in range(len(BENCH_QUERIES)))
+        workspaces = {"off": BENCH_KEY, "on": BENCH_POLICY_KEY}
+        routes = {"off": calls.ROUTE, "on": calls.POLICY_ROUTE}
+        self.policy_seen: dict[str, dict | None] = {}
+
+        def seen(key: str, check=None):
+            def record(response) -> None:
+                if check is not None:
+                    check(response)
+                self.policy_seen[key] = response.json().get("data_policy")
+
+            return record
+
+        targets = [Target("bare", "bare DRF endpoint", LoadSpec("GET", f"{api}/_bench/bare", {}))]
+        for variant in VARIANTS:
+            body = {
+                "invocation_id": HEX_MARK,
+                "route": routes[variant],
+                "tool": POLICY_READ[0],
+                "arguments": POLICY_READ[1],
+                "capability_revision": revisions[routes[variant]],
+            }
+            key = f"tool_invocation.{variant}"
+            targets.append(
+                Target(
+                    key,
+                    f"policy {variant}: {POLICY_ENDPOINTS['tool_invocation']}",
+                    LoadSpec("POST", f"{api}/tool-invocations", calls_auth, (_json(body),)),
+                    check=seen(key, _invocation_ok),
+                )
+            )
+        for variant in VARIANTS:
+            key = f"knowledge_search.{variant}"
+            path = f"{api}/workspaces/{workspaces[variant]}/knowledge/search"
+            targets.append(
+                Target(
+                    key,
+                    f"policy {variant}: {POLICY_ENDPOINTS['knowledge_search']}",
+                    LoadSpec("POST", path, json_auth, searches),
+                    check=seen(key),
+                )
+            )
+        return targets
+
+    @staticmethod
+    def _policy_order(endpoints: list[Target]):
+        """Round ``n``'s order: each endpoint's two variants back to back, off first in even rounds
+        and on first in odd ones; the endpoints themselves swap places every other round."""
+        groups: dict[str, list[Target]] = {}
+        for target in endpoints:
+            groups.setdefault(target.key.split(".")[0], []).append(target)
+
+        def order_of(number: int) -> list[Target]:
+            names = list(groups)
+            if number // 2 % 2:
+                names.reverse()
+            return [
+                target
+                for name in names
+                for target in (groups[name] if number % 2 == 0 else list(reversed(groups[name])))
+            ]
+
+        return order_of
+
+    def _data_policy_suite(self, options) -> None:
+        self._check_options(options)
+        if options["baseline"] is not None:
+            raise CommandError("--baseline is for the endpoints suite")
+        server_options = calls.server_options(options)
+        started_at = datetime.now(UTC)
+        machine_before = machine_info()
+        nonce = secrets.token_hex(20)
+        shop = None
+        try:
+            shop, base_url, secret = calls.demo_shop_start()
+            calls_session, calls_access = calls.calls_fixtures(base_url, secret, data_policy=DATA_POLICY_ALL)
+            identity = AgentIdentity(session=calls_session, client=calls_session.client)
+            revisions = {
+                key: route_catalog(route=Route.objects.get(route_key=key), identity=identity).revision
+                for key in (calls.ROUTE, calls.POLICY_ROUTE)
+            }
+            targets = self._policy_targets(nonce, calls_access, revisions)
+            if options["only"]:
+                targets = [targets[0]] + [
+                    target
+                    for target in targets[1:]
+                    if any(text in target.name or text in target.key for text in options["only"])
+                ]
+            self._progress(f"SQL per request (in process, libpq trace) of {len(targets) - 1} variants ...")
+            sql = {target.key: self._sql(target, nonce) for target in targets if target.key != "bare"}
+            with connection.cursor() as cursor:
+                postgres = postmaster_pid(cursor)
+                cursor.execute("SHOW server_version")
+                pg_version = cursor.fetchone()[0]
+            env = {"BAILING_BENCH_ENDPOINTS": "true", "DATABASE_URL": database_url(connection.settings_dict)}
+            with gunicorn_server(**server_options, extra_env=env) as server:
+                roots = {"gunicorn": server.pid, "postgres": postgres}
+                self._progress(
+                    f"hub on 127.0.0.1:{server.port} (gunicorn pid {server.pid}, {server_options['workers']} "
+                    "workers, BAILING_DEBUG off, no worker recycling); data policy on: every built-in "
+                    "detector, redact, tool_results and knowledge"
+                )
+                runs = self._measure(
+                    server.port, targets, options, nonce, roots, order_of=self._policy_order(targets[1:])
+                )
+        finally:
+            try:
+                self._verify_invocations(options)
+                self._cleanup()
+            finally:
+                if shop is not None:
+                    stop_process(shop, timeout=10)
+        result = self._policy_result(
+            targets, sql, runs, options, server_options, started_at, machine_before, pg_version
+        )
+        self._policy_report(result)
+        if options["json"] is not None:
+            options["json"].write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+            self.stdout.write(f"figures written to {options['json']}")
+        if options["plot"] is not None:
+            plot_policy_pairs(options["plot"], result)
+            self.stdout.write(f"plot written to {options['plot']}")
+
+    def _policy_result(self, targets, sql, runs, options, server_options, started_at, machine, pg_version):
+        figures = ("rps", "p50_ms", "p95_ms", "p99_ms", "cpu_ms")
+        variants = []
+        for target in targets:
+            mine = [{**run, "cpu_ms": cpu_per_request_ms(run)} for run in runs if run["key"] == target.key]
+            variants.append(
+                {
+                    "key": target.key,
+                    "name": target.name,
+                    "path": target.load.path,
+                    "sql": sql.get(target.key),
+                    "data_policy_in_process": getattr(self, "policy_seen", {}).get(target.key),
+                    "errors": sum(run["errors"] for run in mine),
+                    "rounds": mine,
+                    "median": {figure: median([run[figure] for run in mine]) for figure in figures},
+                }
+            )
+        by_key = {item["key"]: item for item in variants}
+        endpoints = []
+        for name, label in POLICY_ENDPOINTS.items():
+            off, on = by_key.get(f"{name}.off"), by_key.get(f"{name}.on")
+            if off is None or on is None:
+                continue
+            ratios = []
+            for run_off, run_on in zip(off["rounds"], on["rounds"], strict=True):
+                ratio = run_on["rps"] / run_off["rps"] if run_off["rps"] else None
+                # The req/s ratio CPU alone would allow: policy-off CPU per request ÷ policy-on's.
+                cpu_off, cpu_on = run_off["cpu_ms"], run_on["cpu_ms"]
+                cpu_ratio = cpu_off / cpu_on if cpu_off and cpu_on else None
+                ratios.append({"round": run_on["round"], "ratio": ratio, "cpu_ratio": cpu_ratio})
+            ratio = median([item["ratio"] for item in ratios])
+            endpoints.append(
+                {
+                    "key": name,
+                    "name": label,
+                    "goal": POLICY_GOAL,
+                    "ratios": ratios,
+                    "ratio": ratio,
+                    "cpu_ratio": median([item["cpu_ratio"] for item in ratios]),
+                    "met": None if ratio is None else ratio >= POLICY_GOAL,
+                    "off": off["median"],
+                    "on": on["median"],
+                }
+            )
+        machine_after = machine_info()
+        return {
+            "schema": POLICY_SCHEMA,
+            "started_at": started_at.isoformat(),
+            "finished_at": datetime.now(UTC).isoformat(),
+            "git": git_commit(Path(settings.BASE_DIR)),
+            "machine": {
+                **machine,
+                "load_average_end": machine_after.get("load_average"),
+                "postgres_version": pg_version,
+            },
+            "options": {
+                "rounds": options["rounds"],
+                "duration": options["duration"],
+                "warmup": options["warmup"],
+                "connections": options["connections"],
+                "only": options["only"],
+                "load_generator": runs[0]["tool"] if runs else None,
+            },
+            "server": {key: value for key, value in server_options.items() if key != "port"},
+            "data_policy": DATA_POLICY_ALL,
+            "invocations_not_executed": getattr(self, "not_executed", None),
+            "variants": variants,
+            "endpoints": endpoints,
+        }
+
+    def _policy_report(self, result: dict) -> None:
+        out = self.stdout.write
+
+        def number(value, width, digits=2):
+            return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+        out("")
+        out(
+            f"{'variant':58} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'CPU ms':>7} {'SQL':>4} {'err':>5}  "
+            "findings in process"
+        )
+        for item in result["variants"]:
+            m, sql = item["median"], item["sql"] or {}
+            found = item["data_policy_in_process"]
+            out(
+                f"{item['name'][:58]:58} {number(m['rps'], 8, 1)} {number(m['p50_ms'], 8)} "
+                f"{number(m['p95_ms'], 8)} {number(m['cpu_ms'], 7)} {sql.get('statements', '-'):>4} "
+                f"{item['errors']:5d}  {json.dumps(found['findings']) if found else '-'}"
+            )
+        out("")
+        out(f"{'endpoint':44} {'on ÷ off req/s':>14} {'goal':>6} {'CPU r':>6}  per round")
+        for item in result["endpoints"]:
+            mark = "" if item["met"] else "!"
+            rounds = ", ".join(number(r["ratio"], 0) for r in item["ratios"])
+            ratio, cpu = number(item["ratio"], 14, 3), number(item["cpu_ratio"], 6, 3)
+            out(f"{item['name'][:44]:44} {ratio} {item['goal']:5.2f}{mark:1} {cpu}  {rounds}")
+        options, machine = result["options"], result["machine"]
+        out("")
+        out(
+            f"{options['rounds']} rounds (bare, each endpoint off and on back to back, which first "
+            f"alternating per round, bare), {options['duration']:.0f} s per run, "
+            f"{options['load_generator']}, "
+            f"{options['connections']} connections; figures are medians over rounds; ratio = median of "
+            "(policy-on req/s ÷ the same round's policy-off req/s); CPU r = median of (policy-off CPU per "
+            "request ÷ policy-on's), gunicorn and PostgreSQL; '!' = goal missed"
         )
         if result["invocations_not_executed"]:
             out(f"WARNING: {result['invocations_not_executed']} tool invocations did not execute")

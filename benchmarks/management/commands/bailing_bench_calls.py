@@ -62,6 +62,9 @@ from benchmarks.harness import (
 from front.launcher import stop_process
 
 ROUTE = "bench-calls"
+# The same workspace with a data policy of every built-in detector (``bailing_bench --suite
+# data-policy``): the tools, the client and the session are shared, only the policy differs.
+POLICY_ROUTE = "bench-calls-policy"
 CLIENT = "bench-caller"
 PROVIDER = "bench-shop"
 SUBJECT = "alice"  # a customer of the Demo Shop
@@ -89,15 +92,25 @@ def demo_shop_start() -> tuple[subprocess.Popen[str], str, str]:
     if not line.startswith(LISTENING_PREFIX):
         stop_process(process, timeout=10)
         raise CommandError(f"the Demo Shop did not start: {line!r}")
-    # Keep draining its stdout so the child never blocks on a full pipe.
-    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
+    # Keep draining its stdout so the child never blocks on a full pipe; closed at its end (EOF).
+    threading.Thread(target=_drain, args=(process.stdout,), daemon=True).start()
     return process, line[len(LISTENING_PREFIX) :].strip(), secret
 
 
-def calls_fixtures(base_url: str, secret: str) -> tuple[AgentSession, str]:
+def _drain(stream) -> None:
+    with stream:
+        for _ in stream:
+            pass
+
+
+def calls_fixtures(
+    base_url: str, secret: str, *, data_policy: dict | None = None
+) -> tuple[AgentSession, str]:
     """A tool provider on the Demo Shop (signed spec refresh), a workspace exposing its tools
     (``request_refund`` as a direct write), an agent client without rate limits and a session for
-    :data:`SUBJECT`: (session, access token). :func:`calls_cleanup` removes them."""
+    :data:`SUBJECT`: (session, access token). With ``data_policy`` (a route's ``data_policy`` block)
+    a second workspace, :data:`POLICY_ROUTE`, is the same one under that policy, open to the same
+    client and session. :func:`calls_cleanup` removes them."""
     actor = Actor.system("bailing_bench_calls")
     provider, _ = ToolProvider.objects.update_or_create(
         name=PROVIDER,
@@ -112,37 +125,44 @@ def calls_fixtures(base_url: str, secret: str) -> tuple[AgentSession, str]:
     outcome = provider_refresh(provider=provider, actor=actor)
     if outcome.status != "ok":
         raise CommandError(f"the benchmark provider did not refresh: {outcome.status}")
-    data = validate_route_config(
-        {
-            "route_key": ROUTE,
-            "name": "Benchmark calls",
-            "permission": "readwrite",
-            "tools": {
-                "sources": [{"provider": PROVIDER, "allow": ["*"]}],
-                "agent_direct": {"enabled": True, "write_tools": [WRITE_TOOL]},
-            },
-            "agent_client": {"enabled": True},
+    workspace = {
+        "route_key": ROUTE,
+        "name": "Benchmark calls",
+        "permission": "readwrite",
+        "tools": {
+            "sources": [{"provider": PROVIDER, "allow": ["*"]}],
+            "agent_direct": {"enabled": True, "write_tools": [WRITE_TOOL]},
         },
-        path="bench",
-    )
-    route_upsert(data=data, actor=actor)
+        "agent_client": {"enabled": True},
+    }
+    routes = [ROUTE]
+    route_upsert(data=validate_route_config(workspace, path="bench"), actor=actor)
+    if data_policy is not None:
+        policed = {
+            **workspace,
+            "route_key": POLICY_ROUTE,
+            "name": "Benchmark calls under a data policy",
+            "data_policy": data_policy,
+        }
+        route_upsert(data=validate_route_config(policed, path="bench"), actor=actor)
+        routes.append(POLICY_ROUTE)
     client, _ = Client.objects.update_or_create(
         app_id=CLIENT,
         defaults={
             "name": "Benchmark caller",
             "hub_consent": True,
-            "allowed_routes": [ROUTE],
+            "allowed_routes": routes,
             "rate_limit_per_min": 0,
         },
     )
     return agent_session_open(
-        client=client, routes=[ROUTE], subject=SUBJECT, device_label="benchmark", access_hours=2
+        client=client, routes=routes, subject=SUBJECT, device_label="benchmark", access_hours=2
     )
 
 
 def calls_cleanup() -> None:
     Client.objects.filter(app_id=CLIENT).delete()  # sessions, invocations, journals, approvals
-    Route.objects.filter(route_key=ROUTE).delete()
+    Route.objects.filter(route_key__in=[ROUTE, POLICY_ROUTE]).delete()
     ToolProvider.objects.filter(name=PROVIDER).delete()
 
 

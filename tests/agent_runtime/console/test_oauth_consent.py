@@ -139,6 +139,7 @@ def test_deny_for_a_loopback_mcp_client_goes_back_with_access_denied(approver, s
     assert parse_qs(urlsplit(response["Location"]).query) == {
         "error": ["access_denied"],
         "state": ["mcp-state-42"],
+        "iss": ["https://hub.example.com"],
     }
 
 

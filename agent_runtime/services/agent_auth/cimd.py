@@ -131,6 +131,11 @@ def _tls_context(ca_file: str) -> ssl.SSLContext:
 # --- cache ---------------------------------------------------------------------------------------------
 
 
+def cache_clock() -> float:
+    """The cache's clock (monotonic seconds)."""
+    return time.monotonic()
+
+
 class _Cache:
     """A size-capped LRU of checked documents by URL, each with its own expiry (monotonic clock)."""
 
@@ -143,7 +148,7 @@ class _Cache:
             entry = self._entries.get(url)
             if entry is None:
                 return None
-            if entry[0] <= time.monotonic():
+            if entry[0] <= cache_clock():
                 del self._entries[url]
                 return None
             self._entries.move_to_end(url)
@@ -155,7 +160,7 @@ class _Cache:
             self._entries.pop(document.url, None)
             if seconds <= 0 or size <= 0:
                 return
-            self._entries[document.url] = (time.monotonic() + seconds, document)
+            self._entries[document.url] = (cache_clock() + seconds, document)
             while len(self._entries) > size:
                 self._entries.popitem(last=False)
 

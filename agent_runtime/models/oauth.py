@@ -19,7 +19,8 @@ from agent_runtime.models.clients import Client
 OAUTH_CLIENT_NAME_MAX = 128
 OAUTH_REDIRECT_URIS_MAX = 10
 # The longest client metadata document URL accepted as a client_id.
-OAUTH_METADATA_URL_MAX = 512
+# (The audit ledger's target_id holds 200 characters.)
+OAUTH_METADATA_URL_MAX = 200
 
 
 class OAuthClient(models.Model):

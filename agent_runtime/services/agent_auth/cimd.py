@@ -60,7 +60,7 @@ class MetadataDocumentError(Exception):
     """A client metadata document that cannot identify its client. ``reason``:
 
     ``url_invalid`` (not an https URL with a path, or userinfo, a fragment, dot segments, over
-    512 characters), ``target_forbidden`` (its host is or resolves to an address the policy denies),
+    200 characters), ``target_forbidden`` (its host is or resolves to an address the policy denies),
     ``timeout``, ``fetch_failed`` (connection or TLS failure), ``redirect`` (a 3xx answer),
     ``http_status`` (anything but 200), ``content_type`` (not JSON, or a content coding),
     ``too_large`` (over 5 KiB), ``invalid_json``, ``client_id_mismatch``, ``invalid_metadata``
@@ -92,7 +92,7 @@ def is_metadata_document_id(client_id: object) -> bool:
 def metadata_url_problem(url: str) -> str | None:
     """Why ``url`` cannot be a client metadata document URL, or None: https, a host, a path other
     than ``/``, no userinfo, no fragment, no ``.`` or ``..`` path segment, printable ASCII, at most
-    512 characters (the draft's rules; the hub does not normalize)."""
+    200 characters (the draft's rules; the hub does not normalize)."""
     if len(url) > OAUTH_METADATA_URL_MAX or not url.isascii() or not url.isprintable() or " " in url:
         return "url_invalid"
     try:

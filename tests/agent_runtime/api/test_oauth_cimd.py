@@ -284,6 +284,18 @@ def test_a_bad_answer_is_refused(http, sign_in_client, cimd, answer, reason):
     assert OAuthClient.objects.count() == 0
 
 
+def test_a_url_of_200_characters_is_accepted(http, sign_in_client, cimd):
+    prefix = cimd.url("/")
+    path = "/" + "a" * (200 - len(prefix)) + ".json"
+    path = path[: 200 - len(prefix) + 1]
+    url = serve(cimd, path)
+    assert len(url) == 200
+    consent_id(authorize(http, url)[0])
+    response, _ = authorize(http, serve(cimd, path[:-1] + "ab"))
+    assert response.status_code == 400 and response.context["field"] == "client_id (url_invalid)"
+    assert AgentAuthorization.objects.count() == 1
+
+
 def test_a_document_of_exactly_5_kib_is_accepted(http, sign_in_client, cimd):
     url = cimd.url(PATH)
     body = document(url)

@@ -20,6 +20,7 @@ from agent_runtime.services.agent_auth.cimd import (
     cache_seconds,
     cimd_cache_size,
 )
+from bailing.audit.actor import Actor
 from bailing.audit.models import AuditEvent
 from tests.agent_runtime.api.test_oauth import (
     PUBLIC,
@@ -472,3 +473,21 @@ def test_fetches_are_rate_limited_per_caller(http, sign_in_client, cimd, monkeyp
     assert cimd.hits(PATH) == 2
     # Another caller address has its own budget.
     consent_id(authorize(HttpClient(REMOTE_ADDR="192.0.2.7"), url)[0])
+
+
+# --- iss stays an OAuth matter ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_agent_auth_v1_redirects_carry_no_iss(start_hub_login, decision):
+    from agent_runtime.services.agent_auth.authorizations import authorization_deny
+
+    login = start_hub_login()
+    if decision == "approve":
+        redirect = approve(login.authorization.id, routes=("orders",))
+    else:
+        redirect = authorization_deny(
+            authorization_id=login.authorization.id, client=None, actor=Actor("user", "ada")
+        )
+    query = parse_qs(urlsplit(redirect).query)
+    assert "iss" not in query and query["state"] == [login.state]

@@ -77,7 +77,7 @@ BAILING_PUBLIC_URL = env.str("BAILING_PUBLIC_URL", default="http://127.0.0.1:800
 def _cors_origins(value: list[str]) -> list[str]:
     """``BAILING_MCP_CORS_ORIGINS``: exact ``scheme://host[:port]`` origins (http or https, lower case,
     no path, no wildcard), each allowed to call the MCP endpoints and the OAuth/metadata endpoints from a
-    browser (docs/configuration.md "CORS"). Anything else stops the hub at start-up."""
+    browser (docs/protocol.md "CORS"). Anything else stops the hub at start-up."""
     origins = []
     for origin in (item.strip() for item in value):
         if not origin:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_runtime', '0013_oauth_scopes_resource'),
+        ('agent_runtime', '0014_journal_sealed_answer'),
     ]
 
     operations = [

@@ -365,7 +365,7 @@ def run(path: str, public_key_path: str, *, as_json: bool, out: IO[str], err: IO
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Verify a Bailing Hub audit export offline (links, hashes, signature, completeness)."
     )
@@ -374,7 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         "--public-key", required=True, metavar="PEM", help="the exporter's Ed25519 public key (PEM)"
     )
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    options = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = build_parser().parse_args(argv)
     return run(options.export, options.public_key, as_json=options.json, out=sys.stdout, err=sys.stderr)
 
 

@@ -276,6 +276,16 @@ def test_a_range_export_is_the_contiguous_stretch_anchored_at_its_previous_hash(
     assert not (tmp_path / "empty.jsonl").exists() and not (tmp_path / "empty.jsonl.partial").exists()
 
 
+def test_consecutive_ranges_join_without_a_gap(keys, verifier, tmp_path):
+    events = ledger(4)
+    boundary = events[2].created_at.isoformat()
+    first = export(keys, tmp_path / "first.jsonl", "--until", boundary)
+    second = export(keys, tmp_path / "second.jsonl", "--since", boundary)
+    one, two = script_result(verifier, first, keys[1]), script_result(verifier, second, keys[1])
+    assert (one["first_seq"], one["last_seq"], two["first_seq"], two["last_seq"]) == (1, 2, 3, 4)
+    assert two["anchor_hash"] == one["head_hash"] == events[1].chain_hash
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

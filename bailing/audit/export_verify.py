@@ -102,7 +102,7 @@ _MANIFEST_FIELDS = {
 _EVENT_FIELDS = {"type", "seq", "prev_hash", "content_hash", "chain_hash", "content"}
 
 
-# --- the canonical form and the hashes (the same rules as the hub's ledger: docs/audit.md) -----------
+# --- the canonical form and the hashes (the ledger's rules: docs/audit.md "Canonical form") ---------
 
 
 def canonical_json(value: Any) -> bytes:

@@ -11,13 +11,15 @@ from rest_framework.test import APIClient
 # machine's PostgreSQL 15, for the DATABASE_URL path and the lexical fallback); ``database_down`` and
 # ``throwaway_server`` (broken databases for the outage tests, never the shared test database);
 # ``loopback_only`` and ``stand_in_resolver`` (outbound-policy tests: no connection beyond loopback,
-# a scripted resolver for the outbound backend).
+# a scripted resolver for the outbound backend); ``cimd_server`` and ``cimd`` (an HTTPS server of
+# client metadata documents with a certificate made for the run).
 pytest_plugins = [
     "tests.support.external_db",
     "tests.support.console",
     "tests.support.outage",
     "tests.support.outbound",
     "tests.support.cpu_profile",
+    "tests.support.cimd_server",
 ]
 
 

@@ -173,6 +173,12 @@ class Command(BaseCommand):
         except (NothingToExport, ExportInconsistent) as exc:
             partial.unlink(missing_ok=True)
             raise CommandError(str(exc), returncode=EXIT_FAILED) from None
+        except DatabaseError as exc:  # an outage: no half export is left behind
+            partial.unlink(missing_ok=True)
+            raise CommandError(
+                f"the database is unavailable ({type(exc).__name__}); nothing exported",
+                returncode=EXIT_FAILED,
+            ) from None
         except BaseException:
             partial.unlink(missing_ok=True)
             raise

@@ -41,7 +41,7 @@ class AuditEvent(models.Model):
     # Not part of the content hash: a correlation aid, like a log line's trace id, so the chain and
     # every export verify exactly as before (docs/audit.md "Trace ids"). Set at append, never after
     # (the append-only trigger refuses any later change).
-    trace_id = models.CharField(max_length=32, blank=True, default="")
+    trace_id = models.CharField(max_length=32, blank=True, default="", db_default="")
     content_hash = models.CharField(max_length=64)
     # The chain, filled once by the sealer; NULL while the event is unsealed.
     chain_seq = models.BigIntegerField(null=True, blank=True, unique=True)

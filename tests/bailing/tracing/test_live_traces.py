@@ -116,8 +116,10 @@ def test_a_governed_call_is_one_trace_from_the_agent_to_the_business_system(hub,
     assert secret_argument in answer  # the shop echoes the ticket: the answer holds the value too
 
     spans = receiver.wait_for(
-        lambda got: HUB_SPANS <= {span.name for span in got if span.trace_id == trace_id}
-        and {CLIENT, SERVER} <= {span.kind for span in got if span.trace_id == trace_id}
+        lambda got: (
+            {span.name for span in got if span.trace_id == trace_id} >= HUB_SPANS
+            and {CLIENT, SERVER} <= {span.kind for span in got if span.trace_id == trace_id}
+        )
     )
     traced = [span for span in spans if span.trace_id == trace_id]
     server = [span for span in traced if span.kind == SERVER]
@@ -156,15 +158,23 @@ def test_a_governed_call_is_one_trace_from_the_agent_to_the_business_system(hub,
     assert events.exists()
     assert {event.trace_id for event in events} == {trace_id}
     # The JSON access line links the request id to the trace.
-    lines = [json.loads(line) for line in (log_dir / "hub.log").read_text().splitlines() if line.startswith("{")]
-    access = [line for line in lines if line.get("logger") == "bailing.access" and line.get("request_id") == "req-traced-1"]
+    lines = [
+        json.loads(line) for line in (log_dir / "hub.log").read_text().splitlines() if line.startswith("{")
+    ]
+    access = [
+        line
+        for line in lines
+        if line.get("logger") == "bailing.access" and line.get("request_id") == "req-traced-1"
+    ]
     assert len(access) == 1 and access[0]["trace_id"] == trace_id
 
 
 def _signed(shop) -> dict[str, str]:
     from bailing import signing
 
-    return signing.sign_tool_request(secret=shop.secret, method="GET", path_with_query="/_demo/records", body=b"")
+    return signing.sign_tool_request(
+        secret=shop.secret, method="GET", path_with_query="/_demo/records", body=b""
+    )
 
 
 def test_an_mcp_request_continues_the_trace_in_its_meta(hub, receiver, shop):
@@ -197,8 +207,10 @@ def test_an_mcp_request_continues_the_trace_in_its_meta(hub, receiver, shop):
     assert response.status_code == 200, response.text
     assert secret_argument in response.text
     spans = receiver.wait_for(
-        lambda got: {"auth.bearer", "dispatch"} <= {s.name for s in got if s.trace_id == trace_id}
-        and any(s.kind == SERVER and s.trace_id == trace_id for s in got)
+        lambda got: (
+            {"auth.bearer", "dispatch"} <= {s.name for s in got if s.trace_id == trace_id}
+            and any(s.kind == SERVER and s.trace_id == trace_id for s in got)
+        )
     )
     traced = [span for span in spans if span.trace_id == trace_id]
     server = [span for span in traced if span.kind == SERVER]
@@ -208,3 +220,55 @@ def test_an_mcp_request_continues_the_trace_in_its_meta(hub, receiver, shop):
     received = [entry for entry in traces if entry["traceparent"].split("-")[1] == trace_id]
     assert len(received) == 1 and received[0]["tracestate"] == "agent=1"
     _assert_nothing_leaks(traced, [secret_argument, session._access, shop.secret])
+
+
+def test_a_knowledge_search_traces_the_query_embedding_and_each_lane(hub, receiver):
+    from tests.factories import AgentSessionFactory, KnowledgeBaseFactory, RouteFactory, knowledge_document
+
+    url, _ = hub
+    kb = KnowledgeBaseFactory(kb_id="traced-handbook")
+    RouteFactory(route_key="traced-docs", knowledge={"kb_ids": [kb.kb_id]})
+    knowledge_document(kb, "refunds", "Refund policy", "Refunds are paid back within fourteen days.")
+    session = AgentSessionFactory(allowed_routes=["traced-docs"])
+    marker = "querymarker" + secrets.token_hex(6)
+    trace_id, agent_span = _ids()
+    with httpx.Client(base_url=url, timeout=60) as client:
+        response = client.post(
+            "/agent-api/v1/workspaces/traced-docs/knowledge/search",
+            json={"query": f"refund {marker}"},
+            headers={
+                "Authorization": f"Bearer {session._access}",
+                "traceparent": f"00-{trace_id}-{agent_span}-01",
+            },
+        )
+    assert response.status_code == 200, response.text
+    assert response.json()["hints"]
+    wanted = {"auth.bearer", "knowledge.search", "knowledge.query_embedding", "knowledge.embed"}
+    wanted |= {"knowledge.lanes", "knowledge.lane.lexical", "knowledge.lane.vector"}
+    spans = receiver.wait_for(
+        lambda got: (
+            wanted <= {s.name for s in got if s.trace_id == trace_id}
+            and any(s.kind == SERVER and s.trace_id == trace_id for s in got)
+        )
+    )
+    traced = [span for span in spans if span.trace_id == trace_id]
+    server = _one(
+        [span for span in traced if span.kind == SERVER], next(s.name for s in traced if s.kind == SERVER)
+    )
+    assert server.parent_id == agent_span
+    assert {span.span_id for span in traced} - {server.span_id} <= _descendants(traced, server.span_id)
+    search = _one(traced, "knowledge.search")
+    embedding = _one(traced, "knowledge.query_embedding")
+    lanes = _one(traced, "knowledge.lanes")
+    assert embedding.parent_id == search.span_id and lanes.parent_id == search.span_id
+    assert _one(traced, "knowledge.embed").parent_id == embedding.span_id
+    assert _one(traced, "knowledge.embed").attributes["bailing.provider"] == "local"
+    for lane in ("knowledge.lane.lexical", "knowledge.lane.vector"):
+        recorded = _one(traced, lane)
+        assert recorded.parent_id == lanes.span_id
+        assert recorded.attributes["bailing.kb"] == "traced-handbook"
+        assert recorded.attributes["bailing.candidates"] >= 1
+    assert search.attributes["bailing.mode"] == "hybrid"
+    # The lanes' statement is under the lanes span, its query text a parameter, never in the span.
+    assert any(span.attributes.get("db.system") == "postgresql" for span in _children(traced, lanes.span_id))
+    _assert_nothing_leaks(traced, [marker, session._access])

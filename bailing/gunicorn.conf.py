@@ -70,6 +70,22 @@ def pre_fork(server, worker):
     connections.close_all()
 
 
+def post_fork(server, worker):
+    # Tracing (bailing/tracing.py, off unless OTEL_* asks): the provider and its batch processor's
+    # export thread are made in each worker, after the fork; the master only installed the
+    # instrumentation (bailing/wsgi.py), whose tracers wait for this provider.
+    from bailing import tracing
+
+    tracing.provider_start()
+
+
+def worker_exit(server, worker):
+    # Export the spans still buffered before the worker goes.
+    from bailing import tracing
+
+    tracing.shutdown()
+
+
 def child_exit(server, worker):
     from prometheus_client import multiprocess
 

@@ -53,14 +53,16 @@ class RedactingFormatter(logging.Formatter):
 
 # Fields of a record the JSON line carries besides time, level, logger and message, when present
 # (the access line sets them; ``request_id`` comes from ``bailing.request_context.RequestIdFilter``).
-_JSON_EXTRAS = ("request_id", "method", "route", "status", "duration_ms")
+# ``trace_id``/``span_id`` while tracing is on (bailing/tracing.py): the link from a log line to its trace.
+_JSON_EXTRAS = ("request_id", "trace_id", "span_id", "method", "route", "status", "duration_ms")
 
 
 class JsonFormatter(RedactingFormatter):
     """One JSON object per line: ``time`` (UTC ISO 8601), ``level``, ``logger``, ``message``,
-    ``request_id`` and, on the access line, ``method``, ``route``, ``status``, ``duration_ms``; a
-    traceback (frames and exception types only) under ``exc``. Nothing else of the record is written,
-    so whatever a caller passes in ``extra`` cannot smuggle a body or a header into the log."""
+    ``request_id``, ``trace_id`` and ``span_id`` (tracing on, inside a span) and, on the access line,
+    ``method``, ``route``, ``status``, ``duration_ms``; a traceback (frames and exception types only)
+    under ``exc``. Nothing else of the record is written, so whatever a caller passes in ``extra``
+    cannot smuggle a body or a header into the log."""
 
     def format(self, record: logging.LogRecord) -> str:
         line = {

@@ -20,6 +20,8 @@ import re
 import time
 import uuid
 
+from bailing import tracing
+
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID_MAX_LENGTH = 128
 _REQUEST_ID_RE = re.compile(r"^[\x21-\x7e][\x20-\x7e]*$")  # printable ASCII, not starting blank
@@ -58,11 +60,16 @@ def route_template(request) -> str:
 
 
 class RequestIdFilter(logging.Filter):
-    """Puts ``request_id`` on every record (``""`` outside a request); never drops one."""
+    """Puts ``request_id`` on every record (``""`` outside a request) and, while tracing is on and a
+    span is current, ``trace_id`` and ``span_id`` (docs/production.md "Tracing"); never drops one."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "request_id"):
             record.request_id = _request_id.get()
+        if not hasattr(record, "trace_id"):
+            ids = tracing.current_ids()
+            if ids is not None:
+                record.trace_id, record.span_id = ids
         return True
 
 

@@ -698,6 +698,14 @@ def make_app(
             )
         if route.access == "signed":
             return route.handler(request)
+        traceparent = request.headers.get("traceparent", "")
+        if traceparent:
+            store.trace_received(
+                path=request.path,
+                job_id=request.headers.get(signing.JOB_ID_HEADER.lower(), ""),
+                traceparent=traceparent,
+                tracestate=request.headers.get("tracestate", ""),
+            )
         user = _acting_user(verified.on_behalf_of, required=route.subject_required)
         return route.handler(ToolContext(request=request, user=user, params=params, store=store))
 

@@ -9,7 +9,7 @@ The seed is fixed (same ids, amounts and statuses on every start) so tests and d
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -136,6 +136,9 @@ class DemoStore:
         self._refunds: list[dict[str, Any]] = []
         self._idempotency: OrderedDict[str, IdempotencyRecord] = OrderedDict()
         self._max_idempotency_records = max_idempotency_records
+        # The W3C trace context each signed tool call arrived with (docs/production.md "Tracing"):
+        # the shop's end of a trace, for tests and operators. Bounded, oldest dropped.
+        self._traces: deque[dict[str, str]] = deque(maxlen=1000)
         self._next_ticket = 3001
         self._next_refund = 5001
 
@@ -167,6 +170,7 @@ class DemoStore:
                 "orders": [{**o.to_json(), "owner": o.owner} for o in self._orders.values()],
                 "tickets": [dict(t) for t in self._tickets],
                 "refunds": [dict(r) for r in self._refunds],
+                "traces": [dict(t) for t in self._traces],
                 "idempotency_keys": [
                     {"key": key, "subject": r.subject, "operation": r.operation, "status": r.status}
                     for key, r in self._idempotency.items()
@@ -174,6 +178,13 @@ class DemoStore:
             }
 
     # --- writes --------------------------------------------------------------------------------
+
+    def trace_received(self, *, path: str, job_id: str, traceparent: str, tracestate: str) -> None:
+        """Remember the trace context of one verified tool call (a header outside the signature)."""
+        with self._lock:
+            self._traces.append(
+                {"path": path, "job_id": job_id, "traceparent": traceparent, "tracestate": tracestate}
+            )
 
     def run_idempotent(
         self,

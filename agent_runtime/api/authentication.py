@@ -21,6 +21,7 @@ from rest_framework.authentication import BaseAuthentication
 from agent_runtime.identity import AgentIdentity, agent_session_usable, identity_load
 from agent_runtime.models import AgentSession, Client
 from agent_runtime.tokens import ACCESS_TOKEN_PREFIX, looks_like, secret_hash
+from bailing import tracing
 from bailing.api.authentication import bearer_token
 from bailing.api.errors import Unauthorized
 
@@ -31,6 +32,7 @@ ALL_ROUTES = object()
 class AgentBearerAuthentication(BaseAuthentication):
     """``Authorization: Bearer bha_…`` → :class:`AgentIdentity`, or 401 ``unauthorized``."""
 
+    @tracing.traced("auth.bearer")
     def authenticate(self, request):
         token = bearer_token(request)
         if not looks_like(token, ACCESS_TOKEN_PREFIX):
@@ -63,6 +65,7 @@ class AgentBearerAuthentication(BaseAuthentication):
 class ClientTokenAuthentication(BaseAuthentication):
     """``Authorization: Bearer <Client Token>`` → the enabled :class:`Client`, or 401 ``unauthorized``."""
 
+    @tracing.traced("auth.client_token")
     def authenticate(self, request):
         token = bearer_token(request)
         if token is None or len(token) < 20 or len(token) > 256 or not token.isascii():

@@ -68,6 +68,7 @@ from agent_runtime.models import ProviderTool, Route, ToolProvider
 from agent_runtime.selectors.routes import route_for_identity
 from agent_runtime.selectors.runs import run_get_for_session, run_id_parse
 from agent_runtime.tools.projection import PROJECTION_KEYS
+from bailing import tracing
 from bailing.api.hashing import canonical_sha256, sha256_hex
 from bailing.versioned import VersionedCache, config_digest
 
@@ -360,6 +361,7 @@ def _provider_key(names: set[str], providers: ProviderMap) -> tuple[tuple[str, i
     )
 
 
+@tracing.traced("catalog")
 def route_catalog(
     *,
     route: Route,

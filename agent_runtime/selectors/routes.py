@@ -27,6 +27,7 @@ from agent_runtime.data_policy import DataPolicy, data_policy_from_config
 from agent_runtime.identity import PREFETCH_ALL, AgentIdentity
 from agent_runtime.models import Route
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
+from bailing import tracing
 
 _AGENT_ROUTE_RE = re.compile(AGENT_ROUTE)
 
@@ -79,6 +80,7 @@ def audience_admits(audience: dict[str, Any], identity: AgentIdentity) -> bool:
     return all(check(audience[key]) for key, check in checks if audience.get(key))
 
 
+@tracing.traced("route.gate")
 def route_for_identity(*, identity: AgentIdentity, route_key: str, runtime: bool = True) -> WorkspaceAccess:
     """The route ``route_key`` and its effective config if this agent session may use it, else the
     gate's error.

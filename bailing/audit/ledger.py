@@ -32,6 +32,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
+from bailing import tracing
 from bailing.api.hashing import canonical_sha256, sha256_hex
 from bailing.audit.actor import Actor
 from bailing.audit.models import AuditEvent
@@ -143,7 +144,7 @@ def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
     if not entries:
         return []
-    with AUDIT_APPEND_SECONDS.time():
+    with AUDIT_APPEND_SECONDS.time(), tracing.span("audit.append", events=len(entries)):
         events = _append(entries)
     _seal_after_commit_register()
     return events
@@ -160,6 +161,7 @@ def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
         stored = [json.loads(text) for text in cursor.fetchone()]
     now = timezone.now()
     request_id = current_request_id()
+    trace_id = tracing.current_trace_id()
     events = []
     for entry, data in zip(entries, stored, strict=True):
         actor = entry.actor
@@ -175,6 +177,7 @@ def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
             target_id=entry.target_id,
             data=data,
             request_id=request_id,
+            trace_id=trace_id,
         )
         event.content_hash = canonical_sha256(audit_event_content(event))
         events.append(event)

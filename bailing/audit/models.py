@@ -37,6 +37,11 @@ class AuditEvent(models.Model):
     data = models.JSONField(default=dict, blank=True)
     # X-Request-Id of the request that caused the event ("" outside a request: commands, workers).
     request_id = models.CharField(max_length=128, blank=True, default="", db_index=True)
+    # The OpenTelemetry trace the event was recorded in (32 hex digits; "" while tracing is off).
+    # Not part of the content hash: a correlation aid, like a log line's trace id, so the chain and
+    # every export verify exactly as before (docs/audit.md "Trace ids"). Set at append, never after
+    # (the append-only trigger refuses any later change).
+    trace_id = models.CharField(max_length=32, blank=True, default="", db_default="")
     content_hash = models.CharField(max_length=64)
     # The chain, filled once by the sealer; NULL while the event is unsealed.
     chain_seq = models.BigIntegerField(null=True, blank=True, unique=True)

@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 from django.db import DatabaseError, connection, transaction
 
+from bailing import tracing
 from knowledge.lexical import TS_CONFIG, lexical_query
 from knowledge.metrics import SEARCH_LANE_SECONDS
 from knowledge.models import Document, KnowledgeBase
@@ -441,7 +442,13 @@ def _kb_search(
             if run_vector:
                 register()  # before the cursor is opened: it copies the connection's adapters
             started = time.perf_counter()
-            rows = _lanes_execute(_lanes_sql(kb, lexical=run_lexical, vector=run_vector), params, depth=depth)
+            with tracing.span("knowledge.lanes", kb=kb.kb_id, lexical=run_lexical, vector=run_vector):
+                begun = tracing.clock()
+                rows = _lanes_execute(
+                    _lanes_sql(kb, lexical=run_lexical, vector=run_vector), params, depth=depth
+                )
+                if begun:
+                    _lane_spans(kb, rows, begun, lexical=run_lexical, vector=run_vector)
             lane = "hybrid" if run_lexical and run_vector else LANE_LEXICAL if run_lexical else LANE_VECTOR
             SEARCH_LANE_SECONDS.labels(lane=lane).observe(time.perf_counter() - started)
         except DatabaseError as exc:
@@ -476,6 +483,18 @@ def _kb_search(
         candidate.vector_rank = rank
         candidate.vector_score = cosine
     outcome.candidates = list(found.values())
+
+
+def _lane_spans(kb: KnowledgeBase, rows: list[tuple], begun: int, *, lexical: bool, vector: bool) -> None:
+    """One span per lane that ran (tracing on): the lanes share one statement, so each lane's span
+    covers that statement, and carries the candidates the lane returned."""
+    ended = tracing.clock()
+    if lexical:
+        found = sum(1 for row in rows if row[1] is not None)
+        tracing.span_record("knowledge.lane.lexical", begun, ended, kb=kb.kb_id, candidates=found)
+    if vector:
+        found = sum(1 for row in rows if row[2] is not None)
+        tracing.span_record("knowledge.lane.vector", begun, ended, kb=kb.kb_id, candidates=found)
 
 
 def _fuse(outcome: _KbOutcome, *, method: str, rrf_k: int, weights: dict[str, float]) -> None:

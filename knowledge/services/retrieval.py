@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from agent_runtime.config import FUSION_DEFAULTS
+from bailing import tracing
 from knowledge.embeddings import EmbeddingConfigError, EmbeddingError
 from knowledge.models import KnowledgeBase
 from knowledge.query_vectors import query_vector_cache
@@ -129,9 +130,13 @@ def knowledge_search_bases(
         # Nothing to search asks nothing of the database.
         vector_ready=bool(bases or missing) and LANE_VECTOR in wanted and vector_storage_ready(),
     )
-    return knowledge_search_run(plan=plan, vectors=query_vectors_embed(plan=plan))
+    with tracing.span("knowledge.search", kbs=len(plan.bases)):
+        result = knowledge_search_run(plan=plan, vectors=query_vectors_embed(plan=plan))
+        tracing.annotate(status=result.status, mode=result.mode, hits=len(result.hits))
+    return result
 
 
+@tracing.traced("knowledge.query_embedding")
 def query_vectors_embed(*, plan: SearchPlan) -> dict[int, np.ndarray | None]:
     """The query vector of each KB whose vector lane the plan runs (KB pk → vector, ``None`` when its
     embedding failed), embedded once per provider setting, outside any transaction."""
@@ -157,12 +162,14 @@ def _query_vector(kb: KnowledgeBase, key: tuple, text: str) -> np.ndarray | None
     remembered = query_vector_cache()
     known = remembered.get((key, text))
     if known is not None:
+        tracing.annotate(cached=True)
         return known
     try:
         provider = embedding_provider_for(kb)
         if provider is None:
             raise EmbeddingConfigError("no embedding provider")
-        rows = provider.embed([text])
+        with tracing.span("knowledge.embed", provider=kb.embedding_provider, model=kb.embedding_model):
+            rows = provider.embed([text])
         if rows.shape != (1, kb.embedding_dim):
             raise EmbeddingError("embedding_dimension_mismatch")
         return remembered.put((key, text), rows[0])

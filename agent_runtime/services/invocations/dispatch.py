@@ -40,6 +40,7 @@ from agent_runtime.services.invocations.records import (
 from agent_runtime.services.invocations.results import TEXT_REJECTED, result_for
 from agent_runtime.services.invocations.withdrawals import invocation_withdraw_finish
 from agent_runtime.services.providers import provider_secret_open
+from bailing import tracing
 from bailing.audit.ledger import audit_record_many
 
 
@@ -101,7 +102,7 @@ def invocation_dispatch(
     invocation.status = ToolInvocation.Status.DISPATCHING
     invocation.dispatched_at = now
     try:
-        with transaction.atomic():
+        with tracing.span("journal.commit", new=new), transaction.atomic():
             events = []
             if new:
                 invocation_insert(invocation)
@@ -141,7 +142,11 @@ def invocation_dispatch(
         )
 
     timeout_ms = compiled.timeout_ms or ctx.provider_timeout_ms
-    outcome = http_dispatch.dispatch_send(request, timeout_ms=timeout_ms)
+    # The httpx instrumentation's client span below carries the traceparent to the business system
+    # (a header outside the signature, docs/protocol.md "Dispatch").
+    with tracing.span("dispatch", tool=invocation.tool, provider=invocation.provider, method=compiled.method):
+        outcome = http_dispatch.dispatch_send(request, timeout_ms=timeout_ms)
+        tracing.annotate(outcome=outcome.kind, business_status=outcome.status, error=outcome.error or None)
     return _record_outcome(identity, ctx, invocation, journal, outcome)
 
 
@@ -228,7 +233,7 @@ def _record_outcome(
     journal.response_at = now if outcome.kind == http_dispatch.OUTCOME_ANSWERED else None
     journal.completed_at = now
     try:
-        with transaction.atomic():
+        with tracing.span("journal.outcome", state=state), transaction.atomic():
             journal.save(update_fields=JOURNAL_OUTCOME_FIELDS)
             invocation.save(update_fields=INVOCATION_OUTCOME_FIELDS)
             audit(

@@ -22,6 +22,7 @@ from agent_runtime.tools.approval import (
     approval_policy_for,
 )
 from agent_runtime.tools.compiler import CompiledTool
+from bailing import tracing
 
 
 def schema_problem(compiled: CompiledTool, arguments: dict[str, Any]) -> str | None:
@@ -79,6 +80,7 @@ def budget_exhausted(*, run_id: uuid.UUID | None, limit: int, exclude_pk: int | 
     return used.count() >= limit
 
 
+@tracing.traced("approval.gate")
 def approval_outcome(ctx: ToolContext, arguments: dict[str, Any]) -> ApprovalPolicyOutcome:
     outcome = approval_policy_for(ctx.compiled, arguments)
     if not outcome.required and ctx.catalog_tool.forced_approval:
@@ -86,6 +88,7 @@ def approval_outcome(ctx: ToolContext, arguments: dict[str, Any]) -> ApprovalPol
     return outcome
 
 
+@tracing.traced("rules")
 def rule_rejection(
     *,
     identity: AgentIdentity,

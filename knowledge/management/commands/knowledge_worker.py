@@ -30,6 +30,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
+from bailing import tracing
 from bailing.audit.ledger import audit_seal
 from bailing.db.outage import database_unavailable, log_database_unavailable
 from knowledge.services.heartbeat import heartbeat_forget, heartbeat_record, worker_name
@@ -60,6 +61,8 @@ class Command(BaseCommand):
             raise CommandError("--batch must be between 1 and 256")
         if lease < 1 or idle_max <= 0:
             raise CommandError("--lease and --idle-max must be positive")
+        # Tracing (OTEL_* set, docs/production.md "Tracing"): each batch is a trace of its own.
+        tracing.setup()
         stop = threading.Event()
         restore = _install_stop_handlers(stop)
         try:
@@ -68,6 +71,7 @@ class Command(BaseCommand):
             totals = self._run(stop=stop, once=once, batch=batch, lease=lease, idle_max=idle_max)
         finally:
             restore()
+            tracing.force_flush()
         summary = ", ".join(f"{name} {count}" for name, count in sorted(totals.items())) or "nothing"
         logger.info("knowledge worker stopped: %s", summary)
         self.stdout.write(f"indexed: {summary}")
@@ -118,7 +122,8 @@ class Command(BaseCommand):
                 continue
             delay = IDLE_MIN_SECONDS
             started = time.monotonic()
-            outcomes = _index_batch(ids)
+            with tracing.span("knowledge.index_batch", documents=len(ids)):
+                outcomes = _index_batch(ids)
             counts = Counter(outcome.result for outcome in outcomes.values())
             chunks = sum(outcome.chunks for outcome in outcomes.values())
             totals.update(counts)

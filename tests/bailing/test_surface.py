@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import types
 import uuid
 
 import pytest
@@ -21,6 +22,7 @@ from agent_runtime.api.authentication import AgentBearerAuthentication, ClientTo
 from bailing.api.parsers import MAX_JSON_DEPTH, body_budget
 from bailing.api.views import ApiNotFound
 from tests.factories import AgentSessionFactory, RouteFactory
+from tests.support.module_rows import module_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -73,11 +75,22 @@ def test_the_urlconf_lists_the_agent_auth_and_agent_api_endpoints():
     assert len(POST_ENDPOINTS) >= 8
 
 
+@pytest.fixture(scope="module")
+def _credentials(django_db_setup, django_db_blocker):
+    """One route and agent session for the module's hundreds of cases (tests/support/module_rows):
+    the session's access token and its client's Client Token."""
+    with module_rows(django_db_blocker):
+        RouteFactory(route_key=ROUTE)
+        session = AgentSessionFactory(allowed_routes=[ROUTE])
+        yield types.SimpleNamespace(
+            _access=session._access, client=types.SimpleNamespace(_token=session.client._token)
+        )
+
+
 @pytest.fixture
-def caller():
+def caller(_credentials):
     """An API client that authenticates as each endpoint expects (agent bearer, Client Token, none)."""
-    RouteFactory(route_key=ROUTE)
-    session = AgentSessionFactory(allowed_routes=[ROUTE])
+    session = _credentials
 
     class Caller:
         def __init__(self):

@@ -49,7 +49,7 @@ def node_version() -> str:
 
 
 def installed_client() -> Path:
-    """The client's folder with its locked dependencies installed; ``client.mjs`` copied in fresh."""
+    """The clients' folder with its locked dependencies installed; the ``*.mjs`` scripts copied in fresh."""
     node, npm = _tool("node"), _tool("npm")
     major = int(node_version().lstrip("v").split(".", 1)[0])
     assert major >= 20, f"{node} is Node.js {major}: the TypeScript SDK test needs Node.js >= 20"
@@ -73,10 +73,10 @@ def installed_client() -> Path:
             )
             assert done.returncode == 0, f"npm ci failed in {target}:\n{done.stdout}\n{done.stderr}"
             stamp.write_text(digest)
-        script = target / "client.mjs"
-        fresh = target / "client.mjs.new"
-        shutil.copyfile(SOURCE / "client.mjs", fresh)
-        os.replace(fresh, script)
+        for script in SOURCE.glob("*.mjs"):
+            fresh = target / f"{script.name}.new"
+            shutil.copyfile(script, fresh)
+            os.replace(fresh, target / script.name)
     return target
 
 
@@ -124,7 +124,8 @@ class ClientRun:
         deadline = time.monotonic() + timeout
         while True:
             event = self.next_step(max(0.1, deadline - time.monotonic()))
-            assert event["step"] != "error", f"the TypeScript client failed: {event} {''.join(self.stderr)}"
+            failed = event["step"] == "error"
+            assert not failed, f"the TypeScript client failed: {self.seen} {''.join(self.stderr)}"
             if event["step"] == step:
                 return event
 
@@ -134,10 +135,10 @@ class ClientRun:
 
 
 @contextlib.contextmanager
-def running_client(folder: Path, *args: str) -> Iterator[ClientRun]:
-    """``node client.mjs *args`` in ``folder``; stopped (then killed) on the way out, whatever happened."""
+def running_client(folder: Path, script: str, *args: str) -> Iterator[ClientRun]:
+    """``node <script> *args`` in ``folder``; stopped (then killed) on the way out, whatever happened."""
     process = subprocess.Popen(
-        [_tool("node"), str(folder / "client.mjs"), *args],
+        [_tool("node"), str(folder / script), *args],
         cwd=folder,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -197,3 +197,10 @@ def test_the_typescript_sdk_2_with_ext_tasks_takes_a_refund_through_approval_as_
     assert outcome["structured"]["state"] == "executed" and outcome["structured"]["business_status"] == 201
     _assert_one_refund(demo_shop, refunds_before, approval)
     assert run.seen[-1]["step"] == "done"
+
+
+def test_without_npm_the_typescript_sdk_test_fails_with_the_command_to_run(monkeypatch, tmp_path):
+    """Node.js and npm missing is a failure naming scripts/ensure-node, never a skip."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match=r"node is not on PATH.*scripts/ensure-node"):
+        installed_client()

@@ -2,9 +2,10 @@
 with the machine's npm, run with the machine's Node.js, its JSON lines read as they come.
 
 The install goes to ``var/ts-client/<hash of package.json and package-lock.json>/`` (gitignored), so
-repeated runs reuse it and a changed lock file installs afresh; ``npm ci`` installs exactly what the
-lock file names, or fails. A file lock keeps parallel xdist workers from installing twice. Node.js or
-npm missing is a failure with the command to run (``scripts/ensure-node``), never a skip.
+repeated runs reuse it and a changed lock file installs afresh (removing the earlier install);
+``npm ci`` installs exactly what the lock file names, or fails. A file lock keeps parallel xdist
+workers from installing twice. Node.js or npm missing is a failure with the command to run
+(``scripts/ensure-node``), never a skip.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def installed_client() -> Path:
             )
             assert done.returncode == 0, f"npm ci failed in {target}:\n{done.stdout}\n{done.stderr}"
             stamp.write_text(digest)
+            for stale in CACHE.iterdir():  # installs of earlier lock files
+                if stale.is_dir() and stale != target:
+                    shutil.rmtree(stale, ignore_errors=True)
         for script in SOURCE.glob("*.mjs"):
             fresh = target / f"{script.name}.new"
             shutil.copyfile(script, fresh)

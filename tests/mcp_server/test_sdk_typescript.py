@@ -26,12 +26,21 @@ from bailing.audit.models import AuditEvent
 from tests.factories import ClientFactory, UserFactory
 from tests.mcp_server.conftest import ROUTE
 from tests.support.console import PASSWORD
+from tests.support.demo_business import running_demo_business
 from tests.support.invocations import approve
 from tests.support.ts_client import installed_client, node_version, running_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 STEP_TIMEOUT = 60
 REFUND = {"order_id": "SO-1002", "amount": 650, "reason": "Jug arrived broken"}
+
+
+@pytest.fixture
+def demo_shop():
+    """A Demo Shop of each test's own (the package's is per module): both tests refund the one
+    delivered order of alice's that is large enough to need approval, which has room for one."""
+    with running_demo_business() as shop:
+        yield shop
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,10 @@ class LoopbackCallback:
             raise TimeoutError("no authorization redirect arrived in time")
         if "error" in self.result:
             raise PermissionError(f"the sign-in was refused: {self.result['error']}")
-        return AuthorizationCodeResult(code=self.result.get("code", ""), state=self.result.get("state"))
+        # iss (RFC 9207) goes on to the SDK, which checks it against the server's issuer.
+        return AuthorizationCodeResult(
+            code=self.result.get("code", ""), state=self.result.get("state"), iss=self.result.get("iss")
+        )
 
     def close(self) -> None:
         self.server.shutdown()
@@ -89,9 +92,16 @@ class LoopbackCallback:
 
 
 def oauth_provider(
-    url: str, callback: LoopbackCallback, *, open_browser, timeout: float
+    url: str,
+    callback: LoopbackCallback,
+    *,
+    open_browser,
+    timeout: float,
+    client_metadata_url: str | None = None,
 ) -> OAuthClientProvider:
-    """The SDK's OAuth client for ``url``: registers itself dynamically with a loopback redirect."""
+    """The SDK's OAuth client for ``url``: registers itself dynamically with a loopback redirect, or,
+    with ``client_metadata_url`` (the https URL of a client metadata document listing
+    ``callback.redirect_uri``), uses that URL as its ``client_id`` where the server supports it."""
 
     async def redirect(authorization_url: str) -> None:
         open_browser(authorization_url)
@@ -113,6 +123,7 @@ def oauth_provider(
         storage=MemoryTokenStorage(),
         redirect_handler=redirect,
         callback_handler=wait_for_code,
+        client_metadata_url=client_metadata_url,
     )
 
 

@@ -34,20 +34,30 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpcore
 import httpx
 from django.conf import settings
 
-from bailing.outbound_targets import IPNetwork, address_problem, literal_address, parse_allowed_networks
+from bailing.outbound_targets import (
+    IPAddress,
+    IPNetwork,
+    address_problem,
+    literal_address,
+    parse_allowed_networks,
+)
+
+# Why an address must not be connected to (its kind), or None: the outbound target policy.
+TargetPolicy = Callable[[IPAddress], str | None]
 
 __all__ = [
     "TargetForbidden",
     "allowed_networks",
     "literal_host_problem",
     "outbound_client",
+    "provider_target_problem",
     "resolve_addresses",
     "tls_context",
 ]
@@ -86,6 +96,12 @@ def _allowed_networks(entries: tuple[str, ...]) -> tuple[IPNetwork, ...]:
 def allowed_networks() -> tuple[IPNetwork, ...]:
     """``BAILING_OUTBOUND_ALLOWED_NETWORKS`` as networks (settings load has already checked it)."""
     return _allowed_networks(tuple(getattr(settings, "BAILING_OUTBOUND_ALLOWED_NETWORKS", ())))
+
+
+def provider_target_problem(address: IPAddress) -> str | None:
+    """The policy for business systems and webhooks: :func:`address_problem` with
+    ``BAILING_OUTBOUND_ALLOWED_NETWORKS``."""
+    return address_problem(address, allowed_networks())
 
 
 def literal_host_problem(host: str) -> str | None:
@@ -210,10 +226,11 @@ class _DeadlineStream(httpcore.NetworkStream):
 
 
 class _DeadlineBackend(httpcore.NetworkBackend):
-    """Connects only to checked addresses, within the request's deadline."""
+    """Connects only to addresses ``policy`` allows, within the request's deadline."""
 
-    def __init__(self, deadlines: _Deadlines) -> None:
+    def __init__(self, deadlines: _Deadlines, policy: TargetPolicy) -> None:
         self._deadlines = deadlines
+        self._policy = policy
 
     def connect_tcp(
         self,
@@ -232,9 +249,8 @@ class _DeadlineBackend(httpcore.NetworkBackend):
             targets = _resolve_within(host, port, self._deadlines, timeout)
         if not targets:
             raise httpcore.ConnectError("the name resolved to no address")
-        allowed = allowed_networks()
         for _, sockaddr in targets:
-            problem = address_problem(ipaddress.ip_address(sockaddr[0]), allowed)
+            problem = self._policy(ipaddress.ip_address(sockaddr[0]))
             if problem:
                 raise _Forbidden(problem)
         last_error: Exception | None = None
@@ -278,7 +294,9 @@ class _DeadlineTransport(httpx.HTTPTransport):
     versions this was written against).
     """
 
-    def __init__(self, *, budget: float, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
+    def __init__(
+        self, *, budget: float, ssl_context: ssl.SSLContext, limits: httpx.Limits, policy: TargetPolicy
+    ) -> None:
         super().__init__(verify=ssl_context, trust_env=False, limits=limits)
         self._budget = budget
         self._deadlines = _Deadlines()
@@ -287,7 +305,7 @@ class _DeadlineTransport(httpx.HTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_DeadlineBackend(self._deadlines),
+            network_backend=_DeadlineBackend(self._deadlines, policy),
         )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -306,6 +324,8 @@ def outbound_client(
     timeout: float,
     headers: Mapping[str, str] | None = None,
     keep_alive: bool = True,
+    policy: TargetPolicy | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     **options: Any,
 ) -> httpx.Client:
     """An ``httpx.Client`` for business systems: no redirects, no proxies, the shared TLS context,
@@ -315,6 +335,10 @@ def outbound_client(
     ``keep_alive=False`` opens a fresh connection for every request (tool dispatch: a reused
     connection the server already closed would fail after the request was written, making an unsent
     call look uncertain).
+
+    ``policy`` replaces the outbound target policy (:func:`provider_target_problem`) for callers that
+    fetch from addresses no administrator named (client metadata documents); ``ssl_context`` replaces
+    the shared TLS context.
     """
     # httpx's default pool limits, without keep-alive when asked.
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=20 if keep_alive else 0)
@@ -324,6 +348,11 @@ def outbound_client(
         headers=dict(headers or {}),
         follow_redirects=False,
         trust_env=False,
-        transport=_DeadlineTransport(budget=timeout, ssl_context=tls_context(), limits=limits),
+        transport=_DeadlineTransport(
+            budget=timeout,
+            ssl_context=ssl_context or tls_context(),
+            limits=limits,
+            policy=policy or provider_target_problem,
+        ),
         **options,
     )

@@ -77,7 +77,7 @@ BAILING_PUBLIC_URL = env.str("BAILING_PUBLIC_URL", default="http://127.0.0.1:800
 def _cors_origins(value: list[str]) -> list[str]:
     """``BAILING_MCP_CORS_ORIGINS``: exact ``scheme://host[:port]`` origins (http or https, lower case,
     no path, no wildcard), each allowed to call the MCP endpoints and the OAuth/metadata endpoints from a
-    browser (docs/configuration.md "CORS"). Anything else stops the hub at start-up."""
+    browser (docs/protocol.md "CORS"). Anything else stops the hub at start-up."""
     origins = []
     for origin in (item.strip() for item in value):
         if not origin:
@@ -398,6 +398,22 @@ AGENT_AUTH_CREATE_WINDOW = 60
 # Dynamic registrations of MCP clients (POST /oauth/register) per caller IP address and window (s).
 OAUTH_REGISTER_LIMIT = env.int("OAUTH_REGISTER_LIMIT", default=20)
 OAUTH_REGISTER_WINDOW = env.int("OAUTH_REGISTER_WINDOW", default=3600)
+# Registrations (and client metadata document clients) that never completed a sign-in expire this many
+# seconds after they were created; at most OAUTH_REGISTER_PENDING_MAX registrations may be waiting for
+# their first sign-in at once (then 429 until the oldest expires).
+OAUTH_REGISTER_PENDING_TTL = env.int("OAUTH_REGISTER_PENDING_TTL", default=24 * 3600)
+OAUTH_REGISTER_PENDING_MAX = env.int("OAUTH_REGISTER_PENDING_MAX", default=1000)
+# Client ID Metadata Documents (agent_runtime/services/agent_auth/cimd.py): a client_id that is an
+# https URL is fetched. Only public addresses unless BAILING_CIMD_ALLOW_PRIVATE also allows loopback
+# and private ones (development, tests); BAILING_CIMD_CA_FILE adds a CA bundle (PEM) to the trusted
+# ones for such a test certificate. The timeout (seconds) covers the whole fetch; documents are
+# cached per process (at most BAILING_CIMD_CACHE_SIZE of them).
+BAILING_CIMD_ALLOW_PRIVATE = env.bool("BAILING_CIMD_ALLOW_PRIVATE", default=False)
+BAILING_CIMD_CA_FILE = env.str("BAILING_CIMD_CA_FILE", default="").strip()
+BAILING_CIMD_TIMEOUT = env.float("BAILING_CIMD_TIMEOUT", default=5.0)
+if not 0 < BAILING_CIMD_TIMEOUT <= 5:
+    raise ImproperlyConfigured("BAILING_CIMD_TIMEOUT must be above 0 and at most 5 seconds")
+BAILING_CIMD_CACHE_SIZE = env.int("BAILING_CIMD_CACHE_SIZE", default=256)
 # last_seen_at is touched at most this often per session, so reads stay reads.
 AGENT_SESSION_TOUCH_INTERVAL = env.int("AGENT_SESSION_TOUCH_INTERVAL", default=60)
 # Intra-op threads of the local ONNX embedding model per process (0 = ONNX Runtime's default: one per

@@ -44,6 +44,10 @@ reset), and never parses another request on it — one pipelined behind a refuse
 answered nor forwarded. Under the API prefixes (:func:`bailing.api.surfaces.api_prefixes`) the
 answer is the hub's JSON envelope with the codes of :mod:`bailing.api.errors`, elsewhere a line of
 text. Nothing of a request (line, headers, body) is ever logged.
+
+The connections open at the moment are the gauge ``bailing_front_connections`` (:func:`connections_gauge`),
+which the hub's ``/metrics`` answers although gunicorn's workers serve it: the front writes it to the
+multiprocess directory they read (``PROMETHEUS_MULTIPROC_DIR``, made by the launcher).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import h11
+from prometheus_client import Gauge
 
 from bailing.api import errors
 from bailing.api.surfaces import on_agent_surface
@@ -255,6 +260,27 @@ def forwarded_client(headers: list[tuple[bytes, bytes]]) -> str | None:
         return None
 
 
+_CONNECTIONS: Gauge | None = None
+
+
+def connections_gauge() -> Gauge:
+    """``bailing_front_connections``: connections the front holds open (accepted, not yet closed).
+
+    Made by the first :class:`Front`, not at import: the launcher imports this module before gunicorn
+    starts, and gunicorn's conf empties the multiprocess directory then, which would unlink a file
+    opened earlier (the front would go on counting into a file no scrape reads); it builds the Front
+    once gunicorn listens. ``livesum``: the live processes' values added up (one front per hub).
+    """
+    global _CONNECTIONS
+    if _CONNECTIONS is None:
+        _CONNECTIONS = Gauge(
+            "bailing_front_connections",
+            "Client connections the front holds open",
+            multiprocess_mode="livesum",
+        )
+    return _CONNECTIONS
+
+
 class Front:
     """The listening front; :meth:`start` binds it, :meth:`stop` drains and closes it."""
 
@@ -262,6 +288,7 @@ class Front:
         self.config = config
         self.connections = 0
         self.busy = 0
+        self._gauge = connections_gauge()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self._trusted_all = "*" in config.trusted_proxies
@@ -301,6 +328,7 @@ class Front:
             writer.transport.abort()
             return
         self.connections += 1
+        self._gauge.inc()
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
@@ -312,6 +340,7 @@ class Front:
             logger.exception("front connection failed")
         finally:
             self.connections -= 1
+            self._gauge.dec()
             if task is not None:
                 self._tasks.discard(task)
             writer.transport.abort()

@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connections, transaction
 from django.test import TransactionTestCase
 from rest_framework.test import APIClient
+
+from tests.support.module_rows import superuser, tables_empty
 
 # Fixtures shared across test packages: ``external_database_url`` (a throwaway database on the
 # machine's PostgreSQL 15, for the DATABASE_URL path and the lexical fallback); ``database_down`` and
 # ``throwaway_server`` (broken databases for the outage tests, never the shared test database);
 # ``loopback_only`` and ``stand_in_resolver`` (outbound-policy tests: no connection beyond loopback,
-# a scripted resolver for the outbound backend).
+# a scripted resolver for the outbound backend); ``cimd_server`` and ``cimd`` (an HTTPS server of
+# client metadata documents with a certificate made for the run).
 pytest_plugins = [
     "tests.support.external_db",
     "tests.support.console",
     "tests.support.outage",
     "tests.support.outbound",
     "tests.support.cpu_profile",
+    "tests.support.cimd_server",
 ]
-
-
-# Tables a transactional test's teardown keeps: what migrate's post_migrate fills in once (content
-# types, permissions, the three role groups and their permissions). No test writes them.
-_STATIC_TABLES = frozenset({"django_content_type", "auth_permission", "auth_group", "auth_group_permissions"})
 
 
 def _fast_flush(self) -> None:
@@ -36,22 +34,10 @@ def _fast_flush(self) -> None:
     server where the tests are not one, Django's own flush runs).
     """
     for db_name in self._databases_names(include_mirrors=False):
-        connection = connections[db_name]
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-            superuser = bool(cursor.fetchone()[0])
-        if not superuser:
+        if not superuser(db_name):
             _django_fixture_teardown(self)
             return
-        tables = [
-            name
-            for name in connection.introspection.django_table_names(only_existing=True, include_views=False)
-            if name not in _STATIC_TABLES
-        ]
-        with transaction.atomic(using=db_name), connection.cursor() as cursor:
-            cursor.execute("SET LOCAL session_replication_role = replica")
-            for name in tables:
-                cursor.execute(f"DELETE FROM {connection.ops.quote_name(name)}")
+        tables_empty(db_name)
 
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown

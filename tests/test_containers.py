@@ -48,7 +48,15 @@ INTERPRETER_VARIABLES = {
     "PIP_NO_CACHE_DIR",
     "PIP_DISABLE_PIP_VERSION_CHECK",
 }
-DEMO_ONLY_VARIABLES = {"SECRET_KEY", "POSTGRES_PASSWORD", "DEMO_TOOL_SECRET", "DEMO_CLIENT_TOKEN"}
+DEMO_ONLY_VARIABLES = {
+    "SECRET_KEY",
+    "POSTGRES_PASSWORD",
+    "DEMO_TOOL_SECRET",
+    "DEMO_CLIENT_TOKEN",
+    "BAILING_METRICS_TOKEN",
+    "GRAFANA_ADMIN_PASSWORD",
+}
+MONITORING_SERVICES = {"prometheus", "grafana"}
 
 
 # --- reading the files ------------------------------------------------------------------------------------
@@ -127,9 +135,14 @@ def compose() -> dict:
     return yaml.safe_load((ROOT / "compose.yaml").read_text())
 
 
+def default_services() -> dict[str, dict]:
+    """The services ``docker compose up`` starts (those of no profile)."""
+    return {name: spec for name, spec in compose()["services"].items() if not spec.get("profiles")}
+
+
 def project_services() -> dict[str, dict]:
-    """The services that run the hub's image (all but the database)."""
-    return {name: spec for name, spec in compose()["services"].items() if name != "db"}
+    """The services that run the hub's image (all but the database and the monitoring profile's)."""
+    return {name: spec for name, spec in default_services().items() if name != "db"}
 
 
 def entrypoint_commands() -> set[str]:
@@ -232,8 +245,9 @@ def test_dockerignore_matching_follows_docker():
 
 
 def test_compose_runs_the_demo_services():
-    services = compose()["services"]
+    services = default_services()
     assert set(services) == {"db", "hub", "worker", "shop"}
+    assert set(compose()["services"]) - set(services) == MONITORING_SERVICES
     db = services["db"]
     assert db["image"] == "pgvector/pgvector:pg17"
     assert any(volume.endswith(":/var/lib/postgresql/data") for volume in db["volumes"])
@@ -339,6 +353,87 @@ def test_health_checks_probe_paths_that_answer():
     # Readiness (it needs the worker) where compose runs one; liveness for the image run alone.
     assert dict(checks)["hub"].endswith("/health/ready")
     assert dict(checks)["Dockerfile"].endswith("/health")
+
+
+def bind_mounts(spec: dict) -> dict[str, str]:
+    """A service's bind mounts from the repository: container path -> repository path."""
+    mounts = {}
+    for volume in spec.get("volumes", []):
+        source, target, *_ = volume.split(":")
+        if source.startswith("./"):
+            mounts[target] = source[2:]
+    return mounts
+
+
+def test_compose_monitoring_profile_is_optional_and_provisioned():
+    """``docker compose --profile monitoring up``: Prometheus scraping the hub's /metrics with its token,
+    Grafana with that Prometheus and the dashboard, every mounted file in the repository."""
+    services = compose()["services"]
+    tracked = tracked_files()
+    for name in MONITORING_SERVICES:
+        spec = services[name]
+        assert spec["profiles"] == ["monitoring"], name
+        repository, _, tag = spec["image"].rpartition(":")
+        assert repository and re.fullmatch(r"v?\d+\.\d+\.\d+", tag), spec["image"]  # pinned, never latest
+        for target, source in bind_mounts(spec).items():
+            assert (ROOT / source).exists(), (name, source)
+            assert any(path == source or path.startswith(source + "/") for path in tracked), source
+            assert spec["volumes"][[v.split(":")[1] for v in spec["volumes"]].index(target)].endswith(":ro")
+    # Nothing of the demo depends on them: plain `docker compose up` starts none.
+    for name, spec in default_services().items():
+        assert not set(spec.get("depends_on") or ()) & MONITORING_SERVICES, name
+    hub = services["hub"]
+    hub_port = port_of(hub["environment"]["BAILING_BIND"])
+
+    # Prometheus: in the hub's network, scraping 127.0.0.1 (an allowed host) with the hub's token.
+    prometheus = services["prometheus"]
+    assert prometheus["network_mode"] == hub["network_mode"] == "service:shop"
+    config_path = bind_mounts(prometheus)["/etc/prometheus/prometheus.yml"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    config = yaml.safe_load((ROOT / config_path).read_text())
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert [target for group in job["static_configs"] for target in group["targets"]] == [
+        f"127.0.0.1:{hub_port}"
+    ]
+    from django.conf import settings
+
+    assert "127.0.0.1" in settings.ALLOWED_HOSTS and "ALLOWED_HOSTS" not in hub["environment"]
+    assert job["authorization"]["type"] == "Bearer"
+    (token_config,) = prometheus["configs"]
+    assert token_config["target"] == job["authorization"]["credentials_file"]
+    token = compose()["configs"][token_config["source"]]["content"]
+    assert token == hub["environment"]["BAILING_METRICS_TOKEN"]
+    assert token.startswith("${BAILING_METRICS_TOKEN:-")
+    published = [port for spec in services.values() for port in spec.get("ports", [])]
+    assert "9090" not in " ".join(published)  # the web UI is not published; Grafana reads it inside
+
+    # Grafana: on the loopback interface only, provisioned with that Prometheus and the dashboard.
+    grafana = services["grafana"]
+    assert grafana["ports"] == ["127.0.0.1:3000:3000"]
+    assert "prometheus" in grafana["depends_on"]
+    mounts = bind_mounts(grafana)
+    provisioning = ROOT / mounts["/etc/grafana/provisioning"]
+    (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())[
+        "datasources"
+    ]
+    assert datasource["type"] == "prometheus" and datasource["isDefault"] is True
+    # Prometheus listens on its default port in the shop's network, which the other services call "shop".
+    assert urlsplit(datasource["url"]).hostname == "shop" and urlsplit(datasource["url"]).port == 9090
+    assert not any(word.startswith("--web.listen-address") for word in prometheus["command"])
+    assert datasource["jsonData"]["timeInterval"] == config["global"]["scrape_interval"]
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "bailing-hub.yml").read_text())["providers"]
+    assert provider["type"] == "file"
+    dashboards = provider["options"]["path"]
+    assert dashboards in mounts
+    files = sorted((ROOT / mounts[dashboards]).glob("*.json"))
+    assert [path.name for path in files] == ["bailing-hub.json"]
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == f"{dashboards}/bailing-hub.json"
+    dashboard = json.loads(files[0].read_text())
+    (source_variable,) = [v for v in dashboard["templating"]["list"] if v["type"] == "datasource"]
+    assert source_variable["query"] == datasource["type"]
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:-")
 
 
 def test_ports_agree():

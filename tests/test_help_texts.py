@@ -34,6 +34,7 @@ HIDDEN = {("bailing_chaos", "--dedicated-server")}
 
 def _cli_parsers() -> dict[str, argparse.ArgumentParser]:
     import agent_client
+    import bailing.audit.export_verify
     import bailing.db.embedded
     import chaos.slow_clients
     import demo_business.__main__
@@ -42,6 +43,7 @@ def _cli_parsers() -> dict[str, argparse.ArgumentParser]:
 
     return {
         "agent_client": agent_client.build_parser(),
+        "bailing.audit.export_verify": bailing.audit.export_verify.build_parser(),
         "chaos.slow_clients": chaos.slow_clients.build_parser(),
         "bailing.db.embedded": bailing.db.embedded.build_parser(),
         "front": front.__main__.build_parser(),
@@ -100,6 +102,7 @@ def test_every_argparse_command_line_is_in_the_walk():
     """A new ``argparse.ArgumentParser(`` outside the management commands must join the list above."""
     known = {
         "agent_client/__init__.py",
+        "bailing/audit/export_verify.py",
         "chaos/slow_clients.py",
         "bailing/db/embedded.py",
         "front/__main__.py",
@@ -141,6 +144,8 @@ def test_every_argparse_command_line_is_in_the_walk():
         ["-m", "bailing.db.embedded", "--help"],
         ["-m", "demo_business", "--help"],
         ["-m", "knowledge.embeddings", "--help"],
+        ["bailing/audit/export_verify.py", "--help"],
+        ["manage.py", "approvals_audit_export", "--help"],
         ["manage.py", "bailing_user", "reactivate", "--help"],
         ["manage.py", "knowledge_eval", "--help"],
     ],

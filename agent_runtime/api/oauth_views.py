@@ -13,7 +13,7 @@ They live outside the API prefixes on purpose: the authorize endpoint answers HT
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from django.conf import settings
 from django.http import HttpResponseRedirect, JsonResponse
@@ -23,6 +23,11 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agent_runtime.identity import SCOPES, scopes_parse
 from agent_runtime.models.oauth import OAUTH_CLIENT_NAME_MAX, OAUTH_REDIRECT_URIS_MAX
+from agent_runtime.services.agent_auth.cimd import (
+    MetadataDocumentError,
+    is_metadata_document_id,
+    oauth_client_from_metadata_document,
+)
 from agent_runtime.services.agent_auth.oauth import (
     AuthorizeError,
     AuthorizeRequest,
@@ -40,7 +45,7 @@ from agent_runtime.services.agent_auth.oauth import (
     registered_redirect,
     scope_text,
 )
-from agent_runtime.validation import oauth_redirect_problem
+from agent_runtime.validation import is_loopback_host, oauth_redirect_problem
 from bailing.api.errors import InvalidRequest, RateLimited
 from bailing.api.limits import utf16_length
 from bailing.api.parsers import parse_json_bytes
@@ -92,7 +97,8 @@ def authorization_server_metadata() -> dict:
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": list(SCOPES),
-        "client_id_metadata_document_supported": False,
+        "client_id_metadata_document_supported": True,
+        "authorization_response_iss_parameter_supported": True,
     }
 
 
@@ -137,7 +143,8 @@ def validate_registration(body) -> dict:
     (default "MCP client", ≤ 128 characters, no control characters or bidirectional controls);
     ``token_endpoint_auth_method`` only ``none``; ``grant_types`` ⊆ {authorization_code,
     refresh_token}; ``response_types`` ⊆ {code}; ``scope`` only scopes of this hub (answered closed
-    over what they imply; not stored: each authorization request names its own).
+    over what they imply; not stored: each authorization request names its own);
+    ``application_type`` absent, ``native`` or ``web`` (:func:`_application_type`).
     """
     if not isinstance(body, dict):
         raise _metadata_error("The body must be a JSON object.")
@@ -196,7 +203,31 @@ def validate_registration(body) -> dict:
         "grant_types": list(dict.fromkeys(grant_types)),
         "response_types": ["code"],
         "scope": scope_text(scopes),
+        "application_type": _application_type(body.get("application_type"), redirect_uris),
     }
+
+
+def _application_type(value, redirect_uris: list[str]) -> str:
+    """``application_type`` (OpenID Connect Dynamic Client Registration §2, which the MCP
+    authorization spec asks clients to send): ``web`` clients may only use ``https`` redirects to a
+    host that is not this computer's (``invalid_redirect_uri`` otherwise); ``native`` ones loopback
+    ``http`` redirects (RFC 8252 §7.3) or ``https`` ones (§7.2). Absent, it is not read as ``web``
+    (the hub is no OpenID provider, and RFC 7591 has no such field): the redirects are judged by
+    the general rules alone and the answer carries no ``application_type``. Anything else is
+    ``invalid_client_metadata``. Private-use URI schemes are not accepted for any type."""
+    if value is None:
+        return ""
+    if value not in ("web", "native"):
+        raise _metadata_error("application_type must be web or native.")
+    if value == "web":
+        for uri in redirect_uris:
+            parts = urlsplit(uri)
+            if parts.scheme != "https" or is_loopback_host(parts.hostname or ""):
+                raise OAuthError(
+                    "invalid_redirect_uri",
+                    "A web client's redirect URIs must be https to a host other than this computer.",
+                )
+    return value
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -220,22 +251,31 @@ class RegisterView(View):
                 client_name=data["client_name"],
                 redirect_uris=data["redirect_uris"],
                 ip=request.META.get("REMOTE_ADDR"),
+                application_type=data["application_type"],
             )
         except OAuthError as exc:
             return _error(exc)
-        return _json(
-            {
-                "client_id": oauth_client.client_id,
-                "client_id_issued_at": int(oauth_client.created_at.timestamp()),
-                "client_name": oauth_client.client_name,
-                "redirect_uris": oauth_client.redirect_uris,
-                "grant_types": data["grant_types"],
-                "response_types": data["response_types"],
-                "token_endpoint_auth_method": "none",
-                "scope": data["scope"],
-            },
-            status=201,
-        )
+        answer = {
+            "client_id": oauth_client.client_id,
+            "client_id_issued_at": int(oauth_client.created_at.timestamp()),
+            "client_name": oauth_client.client_name,
+            "redirect_uris": oauth_client.redirect_uris,
+            "grant_types": data["grant_types"],
+            "response_types": data["response_types"],
+            "token_endpoint_auth_method": "none",
+            "scope": data["scope"],
+        }
+        if oauth_client.application_type:
+            answer["application_type"] = oauth_client.application_type
+        return _json(answer, status=201)
+
+
+def validate_metadata_document(body) -> dict:
+    """A client metadata document's metadata: the registration rules (:func:`validate_registration`)
+    plus a required ``client_name`` (the MCP authorization spec requires it; the consent page shows it)."""
+    if not isinstance(body, dict) or "client_name" not in body:
+        raise _metadata_error("A client metadata document must have a client_name.")
+    return validate_registration(body)
 
 
 # --- authorize ----------------------------------------------------------------------------------------
@@ -269,6 +309,51 @@ def authorize_error_response(request, oauth_client, redirect_uri: str, error: st
     )
 
 
+_METADATA_DOCUMENT_PROBLEMS = {
+    "url_invalid": "The client_id is not a usable client metadata document URL: it must be https, with "
+    "a path, and no user name, fragment or dot segments.",
+    "target_forbidden": "The client metadata document is on an address this hub does not fetch from "
+    "(only public addresses).",
+    "timeout": "The client metadata document did not arrive in time.",
+    "fetch_failed": "The client metadata document could not be fetched (connection or certificate).",
+    "redirect": "The client metadata document URL answered with a redirect; the hub follows none.",
+    "http_status": "The client metadata document URL did not answer 200.",
+    "content_type": "The client metadata document is not served as JSON.",
+    "too_large": "The client metadata document is larger than 5 KiB.",
+    "invalid_json": "The client metadata document is not a JSON object.",
+    "client_id_mismatch": "The client metadata document names another client_id than its own URL.",
+    "invalid_metadata": "The client metadata document holds metadata this hub does not accept.",
+}
+
+
+def _rate_limited_page(request, exc: RateLimited):
+    response = _authorize_page(
+        request,
+        status=429,
+        title="Too many sign-in attempts",
+        detail="Too many sign-ins were started from this address. Wait a minute, then try again.",
+        code="rate_limited",
+    )
+    response["Retry-After"] = str(exc.extra["retry_after_seconds"])
+    return response
+
+
+def _metadata_document_page(request, exc: MetadataDocumentError):
+    """A client metadata document that cannot identify its client: ``invalid_client`` on the hub's own
+    page (its redirect URIs are unverified, so nothing is redirected), the check that failed named
+    in the page's ``field`` slot as ``client_id (<reason>)``."""
+    response = error_page(
+        request,
+        status=400,
+        title="The MCP client could not be verified",
+        detail=_METADATA_DOCUMENT_PROBLEMS[exc.reason],
+        code=exc.error,
+        field=f"client_id ({exc.reason})",
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 def _single(params: dict[str, list[str]], name: str) -> str | None:
     """The one value of query parameter ``name``; None when absent. Repeated is invalid (RFC 6749 §3.1)."""
     values = params.get(name)
@@ -290,7 +375,18 @@ class AuthorizeView(View):
     def get(self, request):
         params = dict(request.GET.lists())
         client_values = params.get("client_id") or []
-        oauth_client = oauth_client_active(client_values[0]) if len(client_values) == 1 else None
+        client_id = client_values[0] if len(client_values) == 1 else None
+        if is_metadata_document_id(client_id):
+            try:
+                oauth_client = oauth_client_from_metadata_document(
+                    client_id, validate=validate_metadata_document, ip=request.META.get("REMOTE_ADDR")
+                )
+            except MetadataDocumentError as exc:
+                return _metadata_document_page(request, exc)
+            except RateLimited as exc:
+                return _rate_limited_page(request, exc)
+        else:
+            oauth_client = oauth_client_active(client_id)
         if oauth_client is None:
             return _authorize_page(
                 request,
@@ -317,15 +413,7 @@ class AuthorizeView(View):
         except AuthorizeError as exc:
             return authorize_error_response(request, oauth_client, redirect_uri, exc.error, state)
         except RateLimited as exc:
-            response = _authorize_page(
-                request,
-                status=429,
-                title="Too many sign-in attempts",
-                detail="Too many sign-ins were started from this address. Wait a minute, then try again.",
-                code="rate_limited",
-            )
-            response["Retry-After"] = str(exc.extra["retry_after_seconds"])
-            return response
+            return _rate_limited_page(request, exc)
         response = HttpResponseRedirect(target)
         response["Cache-Control"] = "no-store"
         return response

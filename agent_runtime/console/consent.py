@@ -146,15 +146,19 @@ def redirect_problem(authorization: AgentAuthorization, redirect_uri: str) -> st
 
 
 def mcp_client_view(authorization: AgentAuthorization) -> dict | None:
-    """For a standard MCP sign-in: the OAuth client's self-asserted name and where the browser goes
-    back to (the redirect's host and port, and whether that is this computer)."""
+    """For a standard MCP sign-in: the OAuth client's self-asserted name, where the browser goes
+    back to (the redirect's host and port, and whether that is this computer) and, for a client
+    metadata document client, the URL of its document and the host that vouches for it."""
     if authorization.oauth_client_id is None:
         return None
     parts = urlsplit(authorization.redirect_uri)
+    oauth_client = authorization.oauth_client
     return {
-        "name": authorization.oauth_client.client_name,
+        "name": oauth_client.client_name,
         "redirect_host": parts.netloc,
         "loopback": is_loopback_host(parts.hostname or ""),
+        "metadata_url": oauth_client.client_id if oauth_client.metadata_document else "",
+        "metadata_host": oauth_client.metadata_host,
     }
 
 

@@ -137,3 +137,11 @@ def dispatch_rate_check(
                 "provider", "provider_total", provider_per_min, WINDOW_SECONDS, _retry_after_ms(now, end)
             )
     return None
+
+
+def keyed_rate_consume(*, key: str, limit: int, window_seconds: int = WINDOW_SECONDS) -> None:
+    """Count one event under ``key`` (a ``RateBucket`` key, e.g. ``cimd:<ip>``); raise 429
+    ``rate_limited`` with ``retry_after`` when its fixed window already held ``limit`` of them."""
+    count, now, end = _bucket_consume(key, window_seconds)
+    if count > limit:
+        raise RateLimited(retry_after=max(1, math.ceil((end - now).total_seconds())))

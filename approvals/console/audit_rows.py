@@ -57,6 +57,11 @@ KEY_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "agent_auth.token.issued": (("workspaces", "allowed_routes"),),
     "agent_auth.session.revoked": (("by", "by"), ("reason", "reason")),
     "agent_auth.oauth_client.registered": (("name", "client_name"), ("redirects", "redirect_hosts")),
+    "agent_auth.oauth_client.metadata_document": (
+        ("name", "client_name"),
+        ("document host", "metadata_host"),
+        ("redirects", "redirect_hosts"),
+    ),
     # turns and runs
     "agent_runtime.turn.context_ready": (
         ("active tools", "active_tools"),

@@ -64,7 +64,9 @@ _SEAL_UPDATE = (
 )
 
 
-def _content(event: AuditEvent) -> dict[str, Any]:
+def audit_event_content(event: AuditEvent) -> dict[str, Any]:
+    """The event's hashed content: ``content_hash`` is the canonical SHA-256 of this object (the rules
+    are in docs/audit.md "Canonical form"; the export carries it as is)."""
     content = {
         "created_at": event.created_at.isoformat(),
         "actor_type": event.actor_type,
@@ -174,7 +176,7 @@ def _append(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
             data=data,
             request_id=request_id,
         )
-        event.content_hash = canonical_sha256(_content(event))
+        event.content_hash = canonical_sha256(audit_event_content(event))
         events.append(event)
     if len(events) == 1:
         events[0].save(force_insert=True)
@@ -273,7 +275,7 @@ def _seal_batch(*, upto: int | None, limit: int, wait: bool) -> tuple[int, list[
         prev_hash = events[0].last_hash or GENESIS_HASH
         values, mismatched = [], []
         for event in events:
-            if canonical_sha256(_content(event)) != event.content_hash:
+            if canonical_sha256(audit_event_content(event)) != event.content_hash:
                 mismatched.append(event.id)
                 logger.error("audit event %s does not match its content hash; sealed as recorded", event.id)
             position += 1
@@ -340,7 +342,7 @@ def _verify(batch_size: int) -> ChainReport:
     for event in _sealed_in_order(batch_size):
         if event.prev_hash != prev_hash:
             return report(checked, event.id, "prev_hash does not match the previous event")
-        if canonical_sha256(_content(event)) != event.content_hash:
+        if canonical_sha256(audit_event_content(event)) != event.content_hash:
             return report(checked, event.id, "content does not match content_hash")
         if _chain(prev_hash, event.content_hash) != event.chain_hash:
             return report(checked, event.id, "chain_hash does not match")
@@ -351,6 +353,6 @@ def _verify(batch_size: int) -> ChainReport:
     for event in unsealed.order_by("id").iterator(batch_size):
         if event.prev_hash is not None or event.chain_hash is not None:
             return report(checked, event.id, "unsealed event carries chain hashes")
-        if canonical_sha256(_content(event)) != event.content_hash:
+        if canonical_sha256(audit_event_content(event)) != event.content_hash:
             return report(checked, event.id, "unsealed event's content does not match content_hash")
     return report(checked, None, "ok")

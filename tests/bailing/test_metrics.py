@@ -87,6 +87,25 @@ def test_scrape_time_gauges_and_the_audit_histogram(scrape):
     assert after["bailing_tool_invocations"][(("status", "executed"),)] == 0
 
 
+def test_pending_approvals_and_the_age_of_the_oldest(scrape):
+    from agent_runtime.models import ToolApproval
+    from tests.factories import RouteFactory
+    from tests.support.console_overview import pending_approval
+
+    empty = scrape()
+    assert empty["bailing_approvals_pending"][()] == 0
+    assert empty["bailing_approvals_pending_oldest_seconds"][()] == 0
+    route = RouteFactory(route_key="metrics-desk")
+    pending_approval(tool="refund", route=route, waited=timedelta(minutes=10))
+    pending_approval(tool="cancel", route=route, waited=timedelta(seconds=5))
+    decided = pending_approval(tool="close", route=route, waited=timedelta(hours=3))
+    ToolApproval.objects.filter(pk=decided.pk).update(status=ToolApproval.Status.APPROVED)
+    after = scrape()
+    assert after["bailing_approvals_pending"][()] == 2
+    # the oldest still waiting (10 minutes), not the older one already decided
+    assert 600 <= after["bailing_approvals_pending_oldest_seconds"][()] < 3600
+
+
 def test_a_broken_collector_is_left_out_of_the_scrape(scrape, monkeypatch):
     monkeypatch.setattr(metrics, "_SCRAPE_COLLECTORS", list(metrics._SCRAPE_COLLECTORS))
 

@@ -9,6 +9,7 @@ the console's styled 404 page, or the JSON 404 envelope under an API prefix.
 
 from __future__ import annotations
 
+import copy
 import re
 import uuid
 
@@ -20,7 +21,9 @@ from django.urls.resolvers import RegexPattern
 
 from bailing.api.surfaces import on_agent_surface
 from bailing.converters import SegmentConverter, SegmentsConverter
+from bailing.roles import roles_sync
 from tests.factories import UserFactory
+from tests.support.module_rows import module_rows
 
 SAFE_CONVERTERS = (SegmentConverter, SegmentsConverter, IntConverter, UUIDConverter)
 # Values for the parameters not under test (``str`` and ``path`` too, so that a new pattern using them
@@ -74,11 +77,22 @@ def test_every_path_parameter_refuses_control_characters(route, converters):
     assert not unsafe, f"{route}: use <segment:…> (or <segments:…>, int, uuid) for {unsafe}"
 
 
+@pytest.fixture(scope="module")
+def _staff_cookies(django_db_setup, django_db_blocker):
+    """One user in every role, signed in once for the module's hundreds of cases
+    (tests/support/module_rows): its session cookie."""
+    with module_rows(django_db_blocker):
+        roles_sync()
+        user = UserFactory(username="root", roles=["administrator", "approver", "auditor"])
+        client = HttpClient()
+        client.force_login(user)
+        yield client.cookies
+
+
 @pytest.fixture
-def staff(db, console_roles):
-    user = UserFactory(username="root", roles=["administrator", "approver", "auditor"])
+def staff(db, _staff_cookies):
     client = HttpClient()
-    client.force_login(user)
+    client.cookies = copy.deepcopy(_staff_cookies)
     return client
 
 

@@ -10,6 +10,7 @@ import asyncio
 import json
 import threading
 import time
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
@@ -106,6 +107,57 @@ def test_an_mcp_client_that_knows_only_the_url_signs_in_and_works(hub, sign_in_c
     assert session.scopes == ["knowledge:read", "tools:read", "tools:call"]
     assert session.resource == url
     assert AuditEvent.objects.filter(action="agent_auth.oauth_client.registered").count() == 1
+
+
+def test_the_sdk_signs_in_with_a_client_metadata_document(hub, sign_in_client, alice, cimd):
+    """The SDK's ``client_metadata_url``: the hub advertises CIMD, so the SDK skips registration and
+    uses the document's https URL as its client_id; the hub fetches the document (a local HTTPS server
+    with a test certificate), the user approves on the consent page, and the SDK checks ``iss``."""
+    url = f"{hub.url}/mcp/{ROUTE}"
+    callback = LoopbackCallback()
+    metadata_url = cimd.put_document(
+        "/clients/sdk.json",
+        {
+            "client_id": cimd.url("/clients/sdk.json"),
+            "client_name": "MCP SDK (document)",
+            "redirect_uris": [callback.redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        },
+    )
+    seen: list[str] = []
+    provider = oauth_provider(
+        url, callback, open_browser=seen.append, timeout=60, client_metadata_url=metadata_url
+    )
+
+    async def approve_when_asked():
+        while not seen:
+            await asyncio.sleep(0.05)
+        await _approve(seen[0], alice)
+
+    async def scenario():
+        http = httpx2.AsyncClient(auth=provider, timeout=60)
+        async with http:
+            approving = asyncio.create_task(approve_when_asked())
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                found = await client.call_tool("search_knowledge", {"query": "refund", "limit": 2})
+            await approving
+        return found
+
+    try:
+        found = run_async(scenario())
+    finally:
+        callback.close()
+    assert found.is_error is False and found.structured_content["results"]
+    assert parse_qs(urlsplit(seen[0]).query)["client_id"] == [metadata_url]
+    oauth_client = OAuthClient.objects.get()  # no registration happened
+    assert oauth_client.client_id == metadata_url and oauth_client.metadata_document
+    assert oauth_client.client_name == "MCP SDK (document)" and oauth_client.signed_in_at is not None
+    session = AgentSession.objects.get(oauth_client=oauth_client)
+    assert session.client == sign_in_client and session.on_behalf_of == "alice"
+    assert not AuditEvent.objects.filter(action="agent_auth.oauth_client.registered").exists()
+    assert cimd.hits("/clients/sdk.json") == 1
 
 
 def test_the_sdk_refreshes_an_expired_access_token_with_rotation(hub, sign_in_client, alice):

@@ -67,8 +67,17 @@ def _with_query(url: str, *, drop: set[str], add: list[tuple[str, str]]) -> str:
 
 def redirect_with(url: str, params: list[tuple[str, str]]) -> str:
     """``url`` (a validated redirect URI) carrying ``params``; the keys the hub sends back to a
-    redirect (``code``, ``error``, ``state`` and those in ``params``) are replaced, never doubled."""
-    return _with_query(url, drop={"code", "error", "state", *(key for key, _ in params)}, add=params)
+    redirect (``code``, ``error``, ``state``, ``iss`` and those in ``params``) are replaced, never
+    doubled."""
+    return _with_query(url, drop={"code", "error", "state", "iss", *(key for key, _ in params)}, add=params)
+
+
+def _iss(authorization: AgentAuthorization) -> list[tuple[str, str]]:
+    """``iss`` (RFC 9207) for the redirect of a standard MCP sign-in: the hub's issuer identifier,
+    the ``issuer`` of its authorization server metadata. Agent Auth v1 redirects carry none."""
+    if authorization.oauth_client_id is None:
+        return []
+    return [("iss", settings.BAILING_PUBLIC_URL)]
 
 
 def hub_consent_only(client: Client) -> bool:
@@ -372,7 +381,10 @@ def authorization_approve(
             )
     if expired:
         raise AuthorizationExpired()
-    return redirect_with(authorization.redirect_uri, [("code", code), ("state", authorization.state_value)])
+    return redirect_with(
+        authorization.redirect_uri,
+        [("code", code), ("state", authorization.state_value), *_iss(authorization)],
+    )
 
 
 def authorization_deny(*, authorization_id, client: Client | None, actor: Actor) -> str:
@@ -395,5 +407,6 @@ def authorization_deny(*, authorization_id, client: Client | None, actor: Actor)
     if expired:
         raise AuthorizationExpired()
     return redirect_with(
-        authorization.redirect_uri, [("error", "access_denied"), ("state", authorization.state_value)]
+        authorization.redirect_uri,
+        [("error", "access_denied"), ("state", authorization.state_value), *_iss(authorization)],
     )

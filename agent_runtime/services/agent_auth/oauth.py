@@ -14,6 +14,7 @@ hub's error envelope. Lock order: the registration throttle lock → audit chain
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,13 +22,14 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import Exists, F, OuterRef, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agent_runtime.errors import AgentAuthorizeUrlInvalid, InvalidClient, InvalidGrant
 from agent_runtime.identity import DEFAULT_SCOPES, SCOPES, scopes_closed
 from agent_runtime.models import AgentAuthorization, AgentRefreshToken, AgentSession, Client, OAuthClient
+from agent_runtime.models.oauth import OAUTH_METADATA_URL_MAX
 from agent_runtime.patterns import AGENT_ROUTE, RESERVED_ROUTE_KEYS
 from agent_runtime.services.agent_auth.authorizations import authorization_create, redirect_with
 from agent_runtime.services.agent_auth.common import (
@@ -119,15 +121,27 @@ def mcp_sign_in_client() -> Client | None:
     return client if client_usable_for_agents(client) else None
 
 
+def _pending_expired_before(now=None):
+    """Clients that never completed a sign-in and were created before this have expired."""
+    return (now or timezone.now()) - timedelta(seconds=settings.OAUTH_REGISTER_PENDING_TTL)
+
+
 def oauth_client_active(client_id: object) -> OAuthClient | None:
-    """The registration ``client_id`` while it can sign in: its hub client is still the enabled
-    ``mcp_sign_in`` client. Unknown ids, and registrations whose client was disabled or lost
-    ``mcp_sign_in``, are None."""
-    if not looks_like(client_id, OAUTH_CLIENT_ID_PREFIX) or len(client_id) > 64:
+    """The OAuth client ``client_id`` (a registration's ``bhm_`` id, or the URL of a metadata
+    document client already resolved at the authorize endpoint) while it can sign in: its hub client
+    is still the enabled ``mcp_sign_in`` client, and it has completed a sign-in or is younger than
+    ``OAUTH_REGISTER_PENDING_TTL``. Unknown ids, expired ones and clients whose hub client was
+    disabled or lost ``mcp_sign_in`` are None."""
+    if isinstance(client_id, str) and "://" in client_id and len(client_id) <= OAUTH_METADATA_URL_MAX:
+        lookup = {"client_id": client_id, "metadata_document": True}
+    elif looks_like(client_id, OAUTH_CLIENT_ID_PREFIX) and len(client_id) <= 64:
+        lookup = {"client_id": client_id, "metadata_document": False}
+    else:
         return None
-    oauth_client = OAuthClient.objects.select_related("hub_client").filter(client_id=client_id).first()
+    oauth_client = OAuthClient.objects.select_related("hub_client").filter(**lookup).first()
     if (
         oauth_client is None
+        or (oauth_client.signed_in_at is None and oauth_client.created_at <= _pending_expired_before())
         or not oauth_client.hub_client.mcp_sign_in
         or not client_usable_for_agents(oauth_client.hub_client)
     ):
@@ -149,15 +163,70 @@ def _touch(oauth_client: OAuthClient, *, signed_in: bool = False) -> None:
 # --- registration (RFC 7591) ---------------------------------------------------------------------------
 
 
-def oauth_client_register(*, client_name: str, redirect_uris: list[str], ip: str | None) -> OAuthClient:
+def oauth_clients_purge(*, now=None, limit: int = 500) -> int:
+    """Delete up to ``limit`` OAuth clients (registrations and metadata document clients) that never
+    completed a sign-in and are past ``OAUTH_REGISTER_PENDING_TTL``, with their authorizations (none
+    of which became a session: a session marks its client signed in). Returns how many went.
+
+    Run lazily by every registration and by ``manage.py oauth_clients_purge``. A client that signed
+    in meanwhile, or that a session points to, stays.
+    """
+    cutoff = _pending_expired_before(now)
+    with_session = AgentSession.objects.filter(oauth_client=OuterRef("pk"))
+    with transaction.atomic():
+        pks = list(
+            OAuthClient.objects.select_for_update(skip_locked=True)
+            .filter(signed_in_at__isnull=True, created_at__lte=cutoff)
+            .exclude(Exists(with_session))
+            .order_by("created_at")
+            .values_list("pk", flat=True)[:limit]
+        )
+        if not pks:
+            return 0
+        AgentAuthorization.objects.filter(oauth_client_id__in=pks, session__isnull=True).delete()
+        left = AgentAuthorization.objects.filter(oauth_client=OuterRef("pk"))
+        deleted, _ = (
+            OAuthClient.objects.filter(pk__in=pks)
+            .exclude(Exists(with_session))
+            .exclude(Exists(left))
+            .delete()
+        )
+    return deleted
+
+
+def _pending_cap_check(now) -> None:
+    """429 when ``OAUTH_REGISTER_PENDING_MAX`` registrations already wait for their first sign-in;
+    ``retry_after`` is when the oldest of them expires. Runs under the registration lock."""
+    cap = settings.OAUTH_REGISTER_PENDING_MAX
+    pending = OAuthClient.objects.filter(
+        metadata_document=False, signed_in_at__isnull=True, created_at__gt=_pending_expired_before(now)
+    )
+    if pending.count() < cap:
+        return
+    oldest = pending.order_by("created_at").values_list("created_at", flat=True).first()
+    frees_at = (oldest or now) + timedelta(seconds=settings.OAUTH_REGISTER_PENDING_TTL)
+    raise OAuthError(
+        "rate_limited",
+        "Too many registrations are waiting for their first sign-in; retry later.",
+        status=429,
+        retry_after=max(1, math.ceil((frees_at - now).total_seconds())),
+    )
+
+
+def oauth_client_register(
+    *, client_name: str, redirect_uris: list[str], ip: str | None, application_type: str = ""
+) -> OAuthClient:
     """Register a public MCP client for the ``mcp_sign_in`` client; the metadata is validated by the
     caller. 403 ``mcp_sign_in_disabled`` when no client takes MCP sign-ins; 429 past
     ``OAUTH_REGISTER_LIMIT`` registrations per ``OAUTH_REGISTER_WINDOW`` seconds and caller IP,
-    counted in the database under a transaction-scoped advisory lock (as authorizations are)."""
+    counted in the database under a transaction-scoped advisory lock (as authorizations are), and
+    429 while ``OAUTH_REGISTER_PENDING_MAX`` registrations wait for their first sign-in (expired ones
+    are purged first, :func:`oauth_clients_purge`)."""
     client = mcp_sign_in_client()
     if client is None:
         raise OAuthError("mcp_sign_in_disabled", "This hub does not accept MCP client sign-ins.", status=403)
     ip = normalized_ip(ip)
+    oauth_clients_purge()
     window = settings.OAUTH_REGISTER_WINDOW
     with transaction.atomic():
         throttle_lock(_REGISTER_LOCK_NAMESPACE, ip or "-")
@@ -177,11 +246,15 @@ def oauth_client_register(*, client_name: str, redirect_uris: list[str], ip: str
                 status=429,
                 retry_after=exc.extra["retry_after_seconds"],
             ) from None
+        # One lock for the global cap (every caller), taken after the per-address one.
+        throttle_lock(_REGISTER_LOCK_NAMESPACE, "pending-cap")
+        _pending_cap_check(now)
         oauth_client = OAuthClient.objects.create(
             client_id=new_secret(OAUTH_CLIENT_ID_PREFIX),
             hub_client=client,
             client_name=client_name,
             redirect_uris=list(redirect_uris),
+            application_type=application_type,
             created_at=now,
             created_ip=ip,
         )
@@ -206,7 +279,11 @@ def oauth_client_register(*, client_name: str, redirect_uris: list[str], ip: str
 
 def registered_redirect(oauth_client: OAuthClient, redirect_uri: str) -> bool:
     """Whether ``redirect_uri`` is one of the client's registered redirects (a loopback one with any
-    port, RFC 8252 §7.3)."""
+    port, RFC 8252 §7.3). A metadata document client's must be one its document lists, exactly."""
+    if oauth_client.metadata_document:
+        return redirect_uri in oauth_client.redirect_uris and oauth_redirect_matches(
+            redirect_uri, redirect_uri
+        )
     return any(oauth_redirect_matches(registered, redirect_uri) for registered in oauth_client.redirect_uris)
 
 
@@ -279,11 +356,18 @@ def oauth_authorize(request: AuthorizeRequest, *, ip: str | None) -> str:
     return consent_url
 
 
+def oauth_issuer() -> str:
+    """The hub's issuer identifier (RFC 8414 ``issuer``), sent as ``iss`` on every authorization
+    response of a standard MCP sign-in (RFC 9207)."""
+    return settings.BAILING_PUBLIC_URL
+
+
 def oauth_error_redirect(redirect_uri: str, error: str, state: str | None) -> str:
-    """The client's redirect carrying an authorization error (RFC 6749 §4.1.2.1)."""
+    """The client's redirect carrying an authorization error (RFC 6749 §4.1.2.1) and ``iss``."""
     params = [("error", error)]
     if state is not None:
         params.append(("state", state))
+    params.append(("iss", oauth_issuer()))
     return redirect_with(redirect_uri, params)
 
 

@@ -120,6 +120,7 @@ def approved_code(http, client_id, **overrides):
     redirect = approve(authorization_id)
     query = parse_qs(urlsplit(redirect).query)
     assert query["state"] == [overrides.get("state", "state-0123456789")]
+    assert query["iss"] == [PUBLIC]  # RFC 9207, on the success response too
     return authorization_id, query["code"][0], verifier
 
 
@@ -177,7 +178,8 @@ def test_authorization_server_metadata(http):
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": ["knowledge:read", "tools:read", "tools:call"],
-        "client_id_metadata_document_supported": False,
+        "client_id_metadata_document_supported": True,
+        "authorization_response_iss_parameter_supported": True,
     }
 
 
@@ -495,7 +497,8 @@ def test_authorize_problems_go_back_to_the_redirect_with_state(http, sign_in_cli
     client_id = registered(http)["client_id"]
     _, challenge = pkce_pair()
     query = redirect_query(authorize(http, authorize_params(client_id, challenge, **patch)))
-    assert query == {"error": [error], "state": ["state-0123456789"]}
+    # RFC 9207: every authorization response names the issuer.
+    assert query == {"error": [error], "state": ["state-0123456789"], "iss": [PUBLIC]}
     assert AgentAuthorization.objects.count() == 0
 
 
@@ -504,7 +507,7 @@ def test_authorize_without_state_goes_back_without_state(http, sign_in_client):
     _, challenge = pkce_pair()
     response = authorize(http, authorize_params(client_id, challenge, state=None))
     assert response["Location"].startswith(REDIRECT + "?")
-    assert redirect_query(response) == {"error": ["invalid_request"]}
+    assert redirect_query(response) == {"error": ["invalid_request"], "iss": [PUBLIC]}
 
 
 def test_authorize_is_throttled_with_an_error_page(http, sign_in_client, settings):
@@ -576,7 +579,7 @@ def test_an_authorize_refused_by_the_service_is_a_page_for_an_untrusted_redirect
     )
     # The same refusal goes back to the client's loopback redirect.
     query = redirect_query(authorize(http, authorize_params(client_id, challenge)))
-    assert query == {"error": ["access_denied"], "state": ["state-0123456789"]}
+    assert query == {"error": ["access_denied"], "state": ["state-0123456789"], "iss": [PUBLIC]}
 
 
 @pytest.mark.parametrize(
@@ -591,7 +594,11 @@ def test_authorize_errors_go_back_to_a_loopback_redirect(http, sign_in_client, l
     response = authorize(http, authorize_params(client_id, challenge, redirect_uri=loopback, **patch))
     assert response["Location"].startswith(loopback + "?")
     state = patch.get("state", "state-0123456789")
-    assert redirect_query(response) == {"error": [error], **({"state": [state]} if state else {})}
+    assert redirect_query(response) == {
+        "error": [error],
+        **({"state": [state]} if state else {}),
+        "iss": [PUBLIC],
+    }
 
 
 def _complete_sign_in(http, client_id, redirect_uri):

@@ -9,12 +9,14 @@ or a documented 4xx with the flat error envelope, never 500. Tool detail gets ho
 from __future__ import annotations
 
 import json
+import types
 from urllib.parse import quote
 
 import pytest
 
 from agent_runtime.models import AgentRun
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
+from tests.support.module_rows import module_rows
 from tests.support.runtime import complete_url, completion_body, post_json, turn_body, turns_url
 from tests.support.tool_specs import load_json_spec
 
@@ -69,14 +71,22 @@ def assert_not_a_server_error(response, path: tuple[str, ...]) -> None:
         assert data["field"] == "$" or data["field"].startswith(path[0]), data
 
 
+@pytest.fixture(scope="module")
+def _access_token(django_db_setup, django_db_blocker):
+    """One provider, route and session for the module's hundreds of cases (tests/support/module_rows)."""
+    with module_rows(django_db_blocker):
+        ToolProviderFactory(name="shop", spec=load_json_spec("catalog_shop.json"))
+        RouteFactory(
+            route_key="orders",
+            tools={"sources": [{"provider": "shop", "allow": ["*"]}], "agent_direct": {"enabled": True}},
+        )
+        yield AgentSessionFactory(allowed_routes=["orders"])._access
+
+
 @pytest.fixture
-def session():
-    ToolProviderFactory(name="shop", spec=load_json_spec("catalog_shop.json"))
-    RouteFactory(
-        route_key="orders",
-        tools={"sources": [{"provider": "shop", "allow": ["*"]}], "agent_direct": {"enabled": True}},
-    )
-    return AgentSessionFactory(allowed_routes=["orders"])
+def session(_access_token):
+    """What the cases use of the session: its access token (``session._access``)."""
+    return types.SimpleNamespace(_access=_access_token)
 
 
 TURN_FIELDS = [

@@ -73,6 +73,8 @@ def test_consent_for_an_mcp_client_approves_into_its_redirect(administrator, set
         "name": "Claude Code",
         "redirect_host": urlsplit(redirect_uri).netloc,
         "loopback": redirect_uri == LOCALHOST,
+        "metadata_url": "",
+        "metadata_host": "",
     }
     assert "MCP client" in page.content.decode()
 
@@ -139,6 +141,7 @@ def test_deny_for_a_loopback_mcp_client_goes_back_with_access_denied(approver, s
     assert parse_qs(urlsplit(response["Location"]).query) == {
         "error": ["access_denied"],
         "state": ["mcp-state-42"],
+        "iss": [settings.BAILING_PUBLIC_URL],
     }
 
 
@@ -225,7 +228,8 @@ def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, scree
     page.get_by_role("button", name="Approve").click()
     page.wait_for_url(LOCALHOST + "?*")
     query = parse_qs(urlsplit(page.url).query)
-    assert set(query) == {"code", "state"} and query["state"] == ["mcp-state-42"]
+    assert set(query) == {"code", "state", "iss"} and query["state"] == ["mcp-state-42"]
+    assert query["iss"] == [base]
 
 
 @pytest.mark.browser

@@ -30,7 +30,6 @@ from tests.support.demo_business import running_demo_business
 from tests.support.invocations import approve
 from tests.support.ts_client import installed_client, node_version, running_client
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 STEP_TIMEOUT = 60
 REFUND = {"order_id": "SO-1002", "amount": 650, "reason": "Jug arrived broken"}
 
@@ -118,6 +117,8 @@ def _assert_one_refund(demo_shop, refunds_before: int, approval: ToolApproval) -
     assert refund["requested_by"] == "alice"
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.browser
 def test_the_typescript_sdk_1_signs_in_by_registration_and_resumes_a_refund_after_approval(
     hub, demo_shop, ts_client, browser_page, console_roles
 ):
@@ -156,6 +157,8 @@ def test_the_typescript_sdk_1_signs_in_by_registration_and_resumes_a_refund_afte
     assert run.seen[-1]["step"] == "done"
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.browser
 def test_the_typescript_sdk_2_with_ext_tasks_takes_a_refund_through_approval_as_a_task(
     hub, demo_shop, ts_client, browser_page, console_roles
 ):

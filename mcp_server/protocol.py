@@ -383,7 +383,9 @@ def _stamp(shaped: dict[str, Any], host: ToolHost) -> dict[str, Any]:
 def _task_shaped(method: str, version: str, result: dict[str, Any]) -> dict[str, Any]:
     """A task result (the SDK has no wire model of the extension): a ``CreateTaskResult`` keeps its
     ``resultType: "task"``; ``tasks/*`` results are ``"complete"``, and the ``CallToolResult`` a
-    completed task carries goes through the SDK's ``tools/call`` model of ``version``."""
+    completed task carries goes through the SDK's ``tools/call`` model of ``version`` and keeps its
+    ``resultType: "complete"``: it is the result ``tools/call`` would have answered on that wire (the
+    extension's own TypeScript client validates it as such and refuses it without)."""
     shaped = {"resultType": "complete", **result} if method in TASK_METHODS else dict(result)
     inner = shaped.get("result")
     if isinstance(inner, dict):
@@ -391,7 +393,6 @@ def _task_shaped(method: str, version: str, result: dict[str, Any]) -> dict[str,
             call = wire.serialize_server_result("tools/call", version, {"resultType": "complete", **inner})
         except (KeyError, ValidationError) as exc:
             raise RuntimeError(f"the task's tools/call result does not fit MCP {version}") from exc
-        call.pop("resultType", None)
         shaped["result"] = call
     return shaped
 

@@ -176,7 +176,8 @@ def test_approved_the_task_completes_with_the_result_and_the_call_is_sent_once(c
     assert done["result"]["isError"] is False
     assert done["result"]["structuredContent"]["state"] == "executed"
     assert done["result"]["content"][0]["type"] == "text"
-    assert "resultType" not in done["result"]
+    # The CallToolResult tools/call would have answered on this wire, resultType included.
+    assert done["result"]["resultType"] == "complete"
     assert done["lastUpdatedAt"] >= done["createdAt"]
     again = task_result(client, ROUTE, token, "tasks/get", created["taskId"])
     assert again["status"] == "completed"

@@ -105,12 +105,20 @@ def metric_names(expr: str) -> set[str]:
 def exported_series(text: str) -> dict[str, str]:
     """Series name -> the family it belongs to, for every family of an exposition (a family declared
     with no sample yet, a labelled counter never incremented, still names its series)."""
+    families = list(text_string_to_metric_families(text))
+    names = {family.name for family in families}
     series = {}
-    for family in text_string_to_metric_families(text):
+    for family in families:
+        # The classic text format has no created timestamps: prometheus_client writes a counter's or a
+        # histogram's as a gauge family of its own, ``<name>_created``, once it has a sample. It is a
+        # series of the counter's family, not a metric of its own.
+        name = family.name
+        if family.type == "gauge" and name.endswith("_created") and name.removesuffix("_created") in names:
+            name = name.removesuffix("_created")
         for suffix in SERIES_SUFFIXES.get(family.type, ("",)):
-            series[family.name + suffix] = family.name
+            series[family.name + suffix] = name
         for sample in family.samples:
-            series[sample.name] = family.name
+            series[sample.name] = name
     return series
 
 
@@ -149,6 +157,10 @@ def test_exported_series_follow_the_metric_types():
     series = exported_series(text)
     assert {"a_total", "b_seconds_bucket", "b_seconds_count", "b_seconds_sum", "c", "a2_total"} <= set(series)
     assert "b_seconds" not in series and "a" not in series  # the bare family name of neither is a series
+    created = exported_series(
+        '# TYPE a2 counter\na2_total{x="1"} 3\n# TYPE a2_created gauge\na2_created{x="1"} 1.7e9\n'
+    )
+    assert created["a2_created"] == "a2"  # prometheus_client's created timestamp: a series of the counter
 
 
 # --- the dashboard ------------------------------------------------------------------------------------------

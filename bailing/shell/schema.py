@@ -133,6 +133,8 @@ HUB_ONLY_CODES = {
     "not_implemented": "the HTTP front, before any endpoint",
     "client_exists": "the console's client form",
     "reconciliation_not_needed": "the console's reconciliation page",
+    "answer_not_sealed": "the console's raw-answer reveal",
+    "answer_unavailable": "the console's raw-answer reveal",
 }
 
 _COMMON = ("invalid_request", "method_not_allowed", "internal_error", "service_unavailable")
@@ -148,10 +150,12 @@ def include_documented_paths(endpoints: list) -> list:
     ]
 
 
-def operation_codes(method: str, path: str) -> list[str]:
+def operation_codes(method: str, path: str, view: type | None = None) -> list[str]:
     codes = list(_COMMON)
     if (method, path) not in _UNAUTHENTICATED:
         codes.append("unauthorized")
+    if view is not None and _needs_scopes(view):
+        codes.append("insufficient_scope")
     if method in _BODY_METHODS:
         codes.extend(_BODY)
     codes.extend(OPERATION_ERRORS.get((method, path), ()))
@@ -159,6 +163,14 @@ def operation_codes(method: str, path: str) -> list[str]:
     if re.search(r"\{[a-z_]+\}", path):
         codes.append("not_found")
     return list(dict.fromkeys(codes))
+
+
+def _needs_scopes(view: type) -> bool:
+    """An agent view that names OAuth scopes (``required_scopes``; None means all of them) refuses an
+    OAuth (MCP) session without them: 403 ``insufficient_scope`` (docs/protocol.md "Scopes")."""
+    if not hasattr(view, "required_scopes"):
+        return False
+    return view.required_scopes is None or bool(view.required_scopes)
 
 
 def _error_classes() -> dict[str, type[ApiError]]:
@@ -254,12 +266,16 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
             "description": "A business client's Client Token (or its signature, on the approval endpoints).",
         },
     }
+    views = {
+        (method.lower(), path): getattr(callback, "cls", None)
+        for path, _regex, method, callback in getattr(generator, "endpoints", None) or ()
+    }
     for path, item in result.get("paths", {}).items():
         for method, operation in item.items():
             if method not in {"get", "post", "put", "patch", "delete"}:
                 continue
             by_status: dict[int, list[str]] = {}
-            for code in operation_codes(method, path):
+            for code in operation_codes(method, path, views.get((method, path))):
                 by_status.setdefault(classes[code].http_status, []).append(code)
             for status, codes in sorted(by_status.items()):
                 operation["responses"][str(status)] = {

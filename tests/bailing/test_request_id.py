@@ -80,7 +80,7 @@ def test_audit_events_recorded_in_a_request_carry_its_id_and_the_chain_verifies(
     assert outside.request_id == ""
     assert audit_chain_verify().ok
     # hashed when present (so it cannot be changed unnoticed); absent, the content is as before
-    from bailing.audit.ledger import _content
+    from bailing.audit.ledger import audit_event_content as _content
 
     assert _content(inside)["request_id"] == "audit-1"
     assert "request_id" not in _content(outside)

@@ -3,9 +3,10 @@ child processes it waited for (hubs, Demo Shops, ``manage.py`` runs), and for th
 embedded PostgreSQL (its postmaster and every backend that has ended).
 
 Off unless ``BAILING_TEST_CPU_PROFILE`` names a file: then each pytest process appends one JSON line
-per test phase (``{"nodeid", "phase", "cpu", "children", "wall"}``) and the controller one line for the
-database server (``{"postgres": seconds}``) before it stops it. ``scripts/test-cpu-report`` sums the
-file by module and by test. Wall time on a loaded machine says little; CPU seconds add up the same.
+per test phase (``{"nodeid", "phase", "worker", "at", "cpu", "children", "wall"}``) and the
+controller one line for the database server (``{"postgres": seconds}``) before it stops it.
+``scripts/test-cpu-report`` sums the file by module and by test. Wall time on a loaded machine says
+little; CPU seconds add up the same.
 """
 
 from __future__ import annotations
@@ -78,12 +79,14 @@ if _TARGET:
 
 
 def _measured(item, phase: str):
-    started, children, wall = time.process_time(), _children_cpu(), time.monotonic()
+    started, children, wall, at = time.process_time(), _children_cpu(), time.monotonic(), time.time()
     yield
     _append(
         {
             "nodeid": item.nodeid,
             "phase": phase,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "at": at,
             "cpu": time.process_time() - started,
             "children": _children_cpu() - children,
             "wall": time.monotonic() - wall,

@@ -75,7 +75,8 @@ if _TARGET:
     def pytest_sessionfinish(session):
         times = os.times()
         children = times.children_user + times.children_system
-        _append({"process": times.user + times.system, "children": children})
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        _append({"process": times.user + times.system, "children": children, "worker": worker})
 
 
 def _measured(item, phase: str):

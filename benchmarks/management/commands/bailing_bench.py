@@ -871,25 +871,8 @@ class Command(BaseCommand):
                     "median": medians,
                 }
             )
-        machine_after = machine_info()
         return {
-            "schema": RESULT_SCHEMA,
-            "started_at": started_at.isoformat(),
-            "finished_at": datetime.now(UTC).isoformat(),
-            "git": git_commit(Path(settings.BASE_DIR)),
-            "machine": {
-                **machine,
-                "load_average_end": machine_after.get("load_average"),
-                "postgres_version": pg_version,
-            },
-            "options": {
-                "rounds": options["rounds"],
-                "duration": options["duration"],
-                "warmup": options["warmup"],
-                "connections": options["connections"],
-                "only": options["only"],
-                "load_generator": runs[0]["tool"] if runs else None,
-            },
+            **_result_head(RESULT_SCHEMA, started_at, machine, pg_version, options, runs),
             "server": {
                 **{key: value for key, value in server_options.items() if key != "port"},
                 "threads_effective": server_options["threads"]
@@ -1152,25 +1135,8 @@ class Command(BaseCommand):
                     "on": on["median"],
                 }
             )
-        machine_after = machine_info()
         return {
-            "schema": POLICY_SCHEMA,
-            "started_at": started_at.isoformat(),
-            "finished_at": datetime.now(UTC).isoformat(),
-            "git": git_commit(Path(settings.BASE_DIR)),
-            "machine": {
-                **machine,
-                "load_average_end": machine_after.get("load_average"),
-                "postgres_version": pg_version,
-            },
-            "options": {
-                "rounds": options["rounds"],
-                "duration": options["duration"],
-                "warmup": options["warmup"],
-                "connections": options["connections"],
-                "only": options["only"],
-                "load_generator": runs[0]["tool"] if runs else None,
-            },
+            **_result_head(POLICY_SCHEMA, started_at, machine, pg_version, options, runs),
             "server": {key: value for key, value in server_options.items() if key != "port"},
             "data_policy": DATA_POLICY_ALL,
             "invocations_not_executed": getattr(self, "not_executed", None),
@@ -1222,3 +1188,27 @@ class Command(BaseCommand):
             f"machine: {machine.get('cpus')} CPUs, load average at start {start}, at end {end}; "
             f"commit {(result['git'] or {}).get('commit') or '?'}"
         )
+
+
+def _result_head(schema, started_at, machine, pg_version, options, runs) -> dict:
+    """What every suite's JSON starts with: schema, times, commit, machine and the load options."""
+    machine_after = machine_info()
+    return {
+        "schema": schema,
+        "started_at": started_at.isoformat(),
+        "finished_at": datetime.now(UTC).isoformat(),
+        "git": git_commit(Path(settings.BASE_DIR)),
+        "machine": {
+            **machine,
+            "load_average_end": machine_after.get("load_average"),
+            "postgres_version": pg_version,
+        },
+        "options": {
+            "rounds": options["rounds"],
+            "duration": options["duration"],
+            "warmup": options["warmup"],
+            "connections": options["connections"],
+            "only": options["only"],
+            "load_generator": runs[0]["tool"] if runs else None,
+        },
+    }

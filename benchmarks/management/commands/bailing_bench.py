@@ -756,18 +756,10 @@ class Command(BaseCommand):
                 ).revision
                 invocation = (calls_access, revision)
             targets = self._targets(nonce, invocation)
-            if wanted:
-                targets = [targets[0]] + [
-                    target
-                    for target in targets[1:]
-                    if any(text in target.name or text in target.key for text in wanted)
-                ]
+            targets = _only(targets, wanted)
             self._progress(f"SQL per request (in process, libpq trace) of {len(targets) - 1} endpoints ...")
             sql = {target.key: self._sql(target, nonce) for target in targets if target.key != "bare"}
-            with connection.cursor() as cursor:
-                postgres = postmaster_pid(cursor)
-                cursor.execute("SHOW server_version")
-                pg_version = cursor.fetchone()[0]
+            postgres, pg_version = _postgres()
             env = {"BAILING_BENCH_ENDPOINTS": "true", "DATABASE_URL": database_url(connection.settings_dict)}
             with gunicorn_server(**server_options, extra_env=env) as server:
                 roots = {"gunicorn": server.pid, "postgres": postgres}
@@ -1050,18 +1042,10 @@ class Command(BaseCommand):
                 for key in (calls.ROUTE, calls.POLICY_ROUTE)
             }
             targets = self._policy_targets(nonce, calls_access, revisions)
-            if options["only"]:
-                targets = [targets[0]] + [
-                    target
-                    for target in targets[1:]
-                    if any(text in target.name or text in target.key for text in options["only"])
-                ]
+            targets = _only(targets, options["only"])
             self._progress(f"SQL per request (in process, libpq trace) of {len(targets) - 1} variants ...")
             sql = {target.key: self._sql(target, nonce) for target in targets if target.key != "bare"}
-            with connection.cursor() as cursor:
-                postgres = postmaster_pid(cursor)
-                cursor.execute("SHOW server_version")
-                pg_version = cursor.fetchone()[0]
+            postgres, pg_version = _postgres()
             env = {"BAILING_BENCH_ENDPOINTS": "true", "DATABASE_URL": database_url(connection.settings_dict)}
             with gunicorn_server(**server_options, extra_env=env) as server:
                 roots = {"gunicorn": server.pid, "postgres": postgres}
@@ -1212,3 +1196,20 @@ def _result_head(schema, started_at, machine, pg_version, options, runs) -> dict
             "load_generator": runs[0]["tool"] if runs else None,
         },
     }
+
+
+def _only(targets: list, wanted) -> list:
+    """The bare endpoint and the targets whose name or key holds one of ``wanted`` (all without it)."""
+    if not wanted:
+        return targets
+    return [targets[0]] + [
+        target for target in targets[1:] if any(text in target.name or text in target.key for text in wanted)
+    ]
+
+
+def _postgres() -> tuple[int | None, str]:
+    """The postmaster's pid (None when not visible here) and the server's version."""
+    with connection.cursor() as cursor:
+        postgres = postmaster_pid(cursor)
+        cursor.execute("SHOW server_version")
+        return postgres, cursor.fetchone()[0]

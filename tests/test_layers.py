@@ -84,12 +84,14 @@ PUBLIC = {
 }
 # What a tool module uses beyond the apps' public surfaces, and why; no public service does it yet.
 # The fixtures open an agent session without a sign-in (a fresh access token, stored as its hash),
-# bailing_bench compiles its synthetic 50-operation spec, and bailing_bench_calls's direct call
-# rebuilds the stored compiled tool. Nothing else private is open to the tools.
+# bailing_bench compiles its synthetic 50-operation spec, and bailing_bench_calls's direct call and
+# the governed call's floor endpoint (benchmarks.views) rebuild the stored compiled tool. Nothing else
+# private is open to the tools.
 TOOLS_MAY_ALSO = {
     "benchmarks.fixtures": ("agent_runtime.tokens",),
     "benchmarks.management.commands.bailing_bench": ("agent_runtime.tools",),
     "benchmarks.management.commands.bailing_bench_calls": ("agent_runtime.tools.compiler",),
+    "benchmarks.views": ("agent_runtime.tools.compiler",),
 }
 # The shell's pages and URLconf compose everything: they may reach any module (e.g. an app's console
 # urls and cards). Its management commands are project-wide and use the apps' public surfaces.

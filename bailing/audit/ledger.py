@@ -201,7 +201,8 @@ def _seal_after_commit() -> None:
     if not _sealing_here.acquire(blocking=False):
         return
     try:
-        audit_seal(wait=False, max_batches=1)
+        with tracing.span("audit.seal"):
+            audit_seal(wait=False, max_batches=1)
     except Exception as exc:  # the events stay unsealed until the next seal; the change is committed
         logger.warning("audit seal after commit failed: %s", type(exc).__name__)
     finally:

@@ -420,6 +420,33 @@ def _lanes_execute(sql: str, params: dict[str, Any], *, depth: int) -> list[tupl
         return cursor.fetchall()
 
 
+def _lanes_statement(
+    kb: KnowledgeBase, *, lexical_text: str | None, vector: np.ndarray | None, depth: int
+) -> tuple[str, dict[str, Any]]:
+    """One KB's lane statement and its parameters (see :func:`_lanes_sql`)."""
+    params: dict[str, Any] = {"kb": kb.pk, "ready": Document.Status.READY}
+    if lexical_text:
+        params.update(text=lexical_text, k1=BM25_K1, b=BM25_B, per_term=POSTINGS_PER_TERM, depth=depth)
+    if vector is not None:
+        params.update(vector=vector, depth=depth)
+    return _lanes_sql(kb, lexical=bool(lexical_text), vector=vector is not None), params
+
+
+def knowledge_lanes_rows(
+    kb: KnowledgeBase, *, text: str, vector: np.ndarray | None, limit: int
+) -> list[tuple]:
+    """The rows of ``kb``'s lanes for the query ``text`` (already cut as retrieval cuts it) and its
+    query ``vector`` (``None``: the lexical lane alone), exactly the statement and settings a search
+    of ``limit`` hits runs — without the planning, fusion and freshness filtering around it. For the
+    benchmarks' floor (``benchmarks/views.py``): what a search must cost in the database."""
+    depth = min(max(DEFAULT_CANDIDATES, limit), MAX_CANDIDATES)
+    lexical_text = " ".join(lexical_query(text)) or None
+    sql, params = _lanes_statement(kb, lexical_text=lexical_text, vector=vector, depth=depth)
+    if vector is not None:
+        register()
+    return _lanes_execute(sql, params, depth=depth)
+
+
 def _kb_search(
     outcome: _KbOutcome,
     *,
@@ -433,20 +460,14 @@ def _kb_search(
     run_lexical, run_vector = bool(lexical_text), vector is not None
     rows: list[tuple] = []
     if run_lexical or run_vector:
-        params: dict[str, Any] = {"kb": kb.pk, "ready": Document.Status.READY}
-        if run_lexical:
-            params.update(text=lexical_text, k1=BM25_K1, b=BM25_B, per_term=POSTINGS_PER_TERM, depth=depth)
-        if run_vector:
-            params.update(vector=vector, depth=depth)
+        sql, params = _lanes_statement(kb, lexical_text=lexical_text, vector=vector, depth=depth)
         try:
             if run_vector:
                 register()  # before the cursor is opened: it copies the connection's adapters
             started = time.perf_counter()
             with tracing.span("knowledge.lanes", kb=kb.kb_id, lexical=run_lexical, vector=run_vector):
                 begun = tracing.clock()
-                rows = _lanes_execute(
-                    _lanes_sql(kb, lexical=run_lexical, vector=run_vector), params, depth=depth
-                )
+                rows = _lanes_execute(sql, params, depth=depth)
                 if begun:
                     _lane_spans(kb, rows, begun, lexical=run_lexical, vector=run_vector)
             lane = "hybrid" if run_lexical and run_vector else LANE_LEXICAL if run_lexical else LANE_VECTOR

@@ -1,4 +1,5 @@
-"""Django's PostgreSQL backend, with a persistent-connection health check that costs no round trip.
+"""Django's PostgreSQL backend, with a persistent-connection health check that costs no round trip,
+and a ``db.commit`` span around every commit while tracing is on.
 
 With ``CONN_HEALTH_CHECKS`` on, Django checks a reused connection once per request by sending
 ``SELECT 1`` — one extra round trip on every request, the hot paths included. This backend answers
@@ -9,6 +10,10 @@ the stream when the server process died — and only then does the check fall ba
 ``SELECT 1`` (which also consumes a harmless ``ParameterStatus`` or notification, should one be
 waiting). A network that silently drops packets is not detected here; the first query then fails
 as an outage (503, ``bailing.db.outage``) and the connection is closed for the next request, as before.
+
+The psycopg instrumentation traces statements sent through a cursor; a commit is the connection's
+own ``COMMIT`` and would be invisible, yet it is where a write waits for its WAL to reach disk. So
+``_commit`` is the span ``db.commit`` (off: the shared no-op of :func:`bailing.tracing.span`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,16 @@ import select
 from django.db.backends.postgresql import base
 from psycopg.pq import TransactionStatus
 
+from bailing import tracing
 from bailing.db.postgresql.creation import DatabaseCreation
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     creation_class = DatabaseCreation
+
+    def _commit(self):
+        with tracing.span("db.commit"):
+            return super()._commit()
 
     def is_usable(self) -> bool:
         conn = self.connection

@@ -45,6 +45,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,6 +91,8 @@ from benchmarks.harness import (
     wrk_load,
 )
 from benchmarks.management.commands import bailing_bench_calls as calls
+from benchmarks.spans import WaitSampler, receiver_available, request_breakdown, span_receiver, tracing_env
+from benchmarks.views import FLOOR_TABLE_CREATE, FLOOR_TABLE_DROP
 from front.launcher import stop_process
 from knowledge.config import validate_knowledge_base_config
 from knowledge.models import KnowledgeBase
@@ -212,7 +215,9 @@ def query_text(index: int) -> str:
 @dataclass(frozen=True)
 class Target:
     """One endpoint under load: ``goal`` is its req/s ratio goal (issue 14), ``sql_goal`` its goal for
-    SQL statements per request, ``check`` validates the in-process answer (``None``: any 200)."""
+    SQL statements per request, ``check`` validates the in-process answer (``None``: any 200).
+    ``floor`` names the key of the floor target measured with it (issue 26: what its work must cost);
+    a floor target itself has ``is_floor``."""
 
     key: str
     name: str
@@ -220,6 +225,24 @@ class Target:
     goal: float | None = None
     sql_goal: int | None = None
     check: object = None
+    floor: str | None = None
+    is_floor: bool = False
+
+
+# Issue 26: an endpoint's cost (time per request at the same concurrency, and CPU per request) at most
+# this many times its floor's; audited actions at least AUDIT_FLOOR_GOAL of the bare commit rate.
+FLOOR_GOAL = 1.5
+FLOOR_PREFIX = "floor."
+# Each work path and its floor (benchmarks/views.py): (floor key, name, path under _bench/).
+FLOORS = {
+    "knowledge_search": "floor.knowledge",
+    "mcp_search_knowledge": "floor.knowledge",
+    "turn_new_knowledge": "floor.turn_knowledge",
+    "turn_new": "floor.turn",
+    INVOCATION_KEY: "floor.call",
+}
+# The traced run's endpoints (where the waiting goes): the governed call and the new turns.
+BREAKDOWN_KEYS = (INVOCATION_KEY, "turn_new_knowledge", "turn_new")
 
 
 def _bench_spec() -> dict:
@@ -335,6 +358,24 @@ class Command(BaseCommand):
             help="run only the endpoints whose name or key contains TEXT (repeatable; the bare endpoint "
             "always runs, it is the reference)",
         )
+        parser.add_argument(
+            "--no-floors",
+            dest="floors",
+            action="store_false",
+            help="do not measure the floors (what each work path must cost, issue 26) beside the endpoints",
+        )
+        parser.add_argument(
+            "--no-breakdown",
+            dest="breakdown",
+            action="store_false",
+            help="skip the traced run that splits the governed call's and the new turns' time by kind",
+        )
+        parser.add_argument(
+            "--breakdown-seconds",
+            type=float,
+            default=5.0,
+            help="seconds per traced run (each selected path at --connections and at 1; default 5)",
+        )
         parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write all figures")
         parser.add_argument("--plot", type=Path, default=None, metavar="PATH.png", help="draw the ratios")
         parser.add_argument(
@@ -437,6 +478,8 @@ class Command(BaseCommand):
         Route.objects.filter(route_key__in=[BENCH_KEY, BENCH_PLAIN_KEY, BENCH_POLICY_KEY]).delete()
         ToolProvider.objects.filter(name=BENCH_PROVIDER).delete()
         calls.calls_cleanup()
+        with connection.cursor() as cursor:
+            cursor.execute(FLOOR_TABLE_DROP)
 
     def _targets(self, nonce: str, invocation: tuple[str, str] | None) -> list[Target]:
         access, route, session = self._fixtures()
@@ -519,6 +562,7 @@ class Command(BaseCommand):
                 "POST knowledge/search (hybrid, 3 hints)",
                 search_spec(f"{knowledge_path}/search", 3),
                 goal=0.15,
+                floor=FLOORS["knowledge_search"],
             ),
             Target(
                 "knowledge_read",
@@ -536,6 +580,7 @@ class Command(BaseCommand):
                 LoadSpec("POST", f"{api}/workspaces/{BENCH_KEY}/turns", json_auth, turn_bodies("bench")),
                 goal=0.15,
                 sql_goal=12,
+                floor=FLOORS["turn_new_knowledge"],
             ),
             Target(
                 "turn_new",
@@ -545,6 +590,7 @@ class Command(BaseCommand):
                 ),
                 goal=0.3,
                 sql_goal=12,
+                floor=FLOORS["turn_new"],
             ),
             Target(
                 "turn_replay",
@@ -573,6 +619,7 @@ class Command(BaseCommand):
                     mcp_search,
                 ),
                 check=_mcp_ok,
+                floor=FLOORS["mcp_search_knowledge"],
             ),
         ]
         if invocation is not None:
@@ -596,9 +643,46 @@ class Command(BaseCommand):
                     ),
                     goal=0.3,
                     check=_invocation_ok,
+                    floor=FLOORS[INVOCATION_KEY],
                 )
             )
         return targets
+
+    def _floor_targets(self, targets: list[Target], sql: dict[str, dict]) -> list[Target]:
+        """The floors of the selected ``targets`` (benchmarks/views.py), each once, sent the same
+        bodies as its endpoint; a turn's floor commits rows of the size its in-process answer had."""
+        by_key = {target.key: target for target in targets}
+        floor_base = "/agent-api/v1/_bench/floor"
+        json_only = {"Content-Type": "application/json"}
+        made: dict[str, Target] = {}
+        for key, floor in FLOORS.items():
+            target = by_key.get(key)
+            if target is None or floor in made:
+                continue
+            if floor == "floor.knowledge":
+                bodies = tuple(_json({"query": query_text(i), "limit": 3}) for i in range(len(BENCH_QUERIES)))
+                spec = LoadSpec("POST", f"{floor_base}/knowledge?kb={BENCH_KB}", json_only, bodies)
+                name = "floor: query embedding + lanes (limit 3)"
+            elif floor in ("floor.turn_knowledge", "floor.turn"):
+                size = (sql.get(key) or {}).get("response_bytes") or 4096
+                query = f"rows=4&bytes={size}" + (
+                    f"&kb={BENCH_KB}&limit=4" if floor == "floor.turn_knowledge" else ""
+                )
+                spec = LoadSpec("POST", f"{floor_base}/turn?{query}", json_only, target.load.bodies)
+                name = (
+                    "floor: "
+                    + ("embedding + lanes + " if "knowledge" in floor else "")
+                    + "1 commit of 4 rows"
+                )
+            else:
+                query = (
+                    f"provider={calls.PROVIDER}&tool={calls.READ[0]}&subject={calls.SUBJECT}"
+                    f"&client={calls.CLIENT}"
+                )
+                spec = LoadSpec("POST", f"{floor_base}/call?{query}", json_only, (_json(calls.READ[1]),))
+                name = "floor: direct signed call + 2 commits"
+            made[floor] = Target(floor, name, spec, is_floor=True)
+        return list(made.values())
 
     # --- measuring -------------------------------------------------------------------------------------
     def _sql(self, target: Target, nonce: str) -> dict:
@@ -654,6 +738,7 @@ class Command(BaseCommand):
             "round_trips": count.round_trips,
             "transaction_control": count.transaction_control,
             "texts": [text[:160] for text in count.texts],
+            "response_bytes": len(response.content),
         }
 
     def _cpu(self, roots: dict[str, int | None]) -> dict[str, int | None]:
@@ -664,6 +749,7 @@ class Command(BaseCommand):
         self, port: int, target: Target, seconds: float, options: dict, run_index: int, nonce: str, roots
     ):
         load = wrk_load if shutil.which("wrk") else python_load
+        executed_before = self._executed() if target.key == INVOCATION_KEY else None
         before = self._cpu(roots)
         result: LoadResult = load(
             port,
@@ -674,6 +760,7 @@ class Command(BaseCommand):
             hex_nonce=f"{nonce[:40]}{run_index:08x}",
         )
         after = self._cpu(roots)
+        executed = None if executed_before is None else self._executed() - executed_before
         ticks = {
             name: (after[name] - before[name])
             if after[name] is not None and before[name] is not None
@@ -697,7 +784,15 @@ class Command(BaseCommand):
             "cpu_ticks_gunicorn": ticks.get("gunicorn"),
             "cpu_ticks_postgres": ticks.get("postgres"),
             "tool": result.tool,
+            # Tool invocations that really executed (a busy provider's answer is a 200 and stores nothing).
+            "executed": executed,
         }
+
+    @staticmethod
+    def _executed() -> int:
+        return ToolInvocation.objects.filter(
+            client__app_id=calls.CLIENT, status=ToolInvocation.Status.EXECUTED
+        ).count()
 
     def _progress(self, text: str) -> None:
         self.stdout.write(text)
@@ -759,6 +854,10 @@ class Command(BaseCommand):
             targets = _only(targets, wanted)
             self._progress(f"SQL per request (in process, libpq trace) of {len(targets) - 1} endpoints ...")
             sql = {target.key: self._sql(target, nonce) for target in targets if target.key != "bare"}
+            if options["floors"]:
+                targets += self._floor_targets(targets, sql)
+            with connection.cursor() as cursor:
+                cursor.execute(FLOOR_TABLE_CREATE)
             postgres, pg_version = _postgres()
             env = {"BAILING_BENCH_ENDPOINTS": "true", "DATABASE_URL": database_url(connection.settings_dict)}
             with gunicorn_server(**server_options, extra_env=env) as server:
@@ -769,6 +868,9 @@ class Command(BaseCommand):
                     + (f"postmaster pid {postgres}" if postgres else "not visible here: CPU not counted")
                 )
                 runs = self._measure(server.port, targets, options, nonce, roots)
+            breakdown = None
+            if options["breakdown"]:
+                breakdown = self._breakdown(targets, options, nonce, server_options)
         finally:
             try:
                 self._verify_invocations(options)
@@ -779,6 +881,7 @@ class Command(BaseCommand):
         result = self._result(
             targets, sql, runs, options, server_options, started_at, machine_before, pg_version, postgres
         )
+        result["breakdown"] = breakdown
         self._report(result, baseline)
         if options["json"] is not None:
             options["json"].write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
@@ -861,10 +964,28 @@ class Command(BaseCommand):
                     "errors": sum(item["errors"] for item in rounds),
                     "rounds": rounds,
                     "median": medians,
+                    "floor": target.floor if not target.is_floor else None,
                 }
+            )
+        floors = [item for item in endpoints if item["key"].startswith(FLOOR_PREFIX)]
+        endpoints = [item for item in endpoints if not item["key"].startswith(FLOOR_PREFIX)]
+        by_floor = {item["key"]: item for item in floors}
+        for item in endpoints:
+            floor = by_floor.get(item.get("floor") or "")
+            item["floor_goal"] = FLOOR_GOAL if floor is not None else None
+            item["floor_ratios"] = floor_ratios(item["rounds"], floor["rounds"]) if floor else None
+            item["floor_ratio"] = (
+                {
+                    figure: median([entry[figure] for entry in item["floor_ratios"]])
+                    for figure in ("time", "cpu", "p50")
+                }
+                if floor
+                else None
             )
         return {
             **_result_head(RESULT_SCHEMA, started_at, machine, pg_version, options, runs),
+            "floor_goal": FLOOR_GOAL,
+            "floors": floors,
             "server": {
                 **{key: value for key, value in server_options.items() if key != "port"},
                 "threads_effective": server_options["threads"]
@@ -926,6 +1047,8 @@ class Command(BaseCommand):
                 old = (before.get(item["key"]) or {}).get("median", {}).get("ratio")
                 line += f" {number(old, 7)}"
             out(line)
+        self._floor_report(result, before)
+        self._breakdown_report(result.get("breakdown"))
         options, machine = result["options"], result["machine"]
         out("")
         out(
@@ -952,6 +1075,173 @@ class Command(BaseCommand):
             f"machine: {machine.get('cpus')} CPUs, load average at start {start}, at end {end}; "
             f"commit {(result['git'] or {}).get('commit') or '?'}"
         )
+
+    def _floor_report(self, result: dict, before: dict) -> None:
+        """The floors' own figures, then each work path's cost ÷ its floor's (issue 26)."""
+        out = self.stdout.write
+        floors = {item["key"]: item for item in result.get("floors") or []}
+        if not floors:
+            return
+
+        def number(value, width, digits=2):
+            return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+        out("")
+        out(
+            f"{'floor (what the work must cost)':44} {'req/s':>8} {'CPU ms':>7} {'p50 ms':>8} "
+            f"{'p99 ms':>8} {'err':>5}"
+        )
+        for item in floors.values():
+            m = item["median"]
+            out(
+                f"{item['name'][:44]:44} {number(m['rps'], 8, 0)} {number(m['cpu_ms'], 7)} "
+                f"{number(m['p50_ms'], 8)} {number(m['p99_ms'], 8)} {item['errors']:5d}"
+            )
+        out("")
+        header = f"{'endpoint ÷ its floor':44} {'time×':>6} {'CPU×':>6} {'p50×':>6} {'goal':>5}"
+        if before:
+            header += f" {'before time× / CPU×':>20}"
+        out(header)
+        for item in result["endpoints"]:
+            ratio = item.get("floor_ratio")
+            if not ratio:
+                continue
+            goal = item["floor_goal"]
+            missed = any(ratio[k] is not None and ratio[k] > goal for k in ("time", "cpu"))
+            line = (
+                f"{item['name'][:44]:44} {number(ratio['time'], 6)} {number(ratio['cpu'], 6)} "
+                f"{number(ratio['p50'], 6)} {'≤' + format(goal, '.1f') + ('!' if missed else ''):>5}"
+            )
+            old = (before.get(item["key"]) or {}).get("floor_ratio")
+            if before:
+                line += f" {(number(old['time'], 8) + ' / ' + number(old['cpu'], 5)) if old else '-':>20}"
+            out(line)
+        out(
+            "time× = the floor's req/s ÷ the endpoint's in the same round (time per request at the same "
+            "concurrency), CPU× = CPU per request ÷ the floor's, p50× likewise; medians over rounds; "
+            "'!' = above the goal"
+        )
+
+    def _breakdown_report(self, breakdown: dict | None) -> None:
+        out = self.stdout.write
+        if not breakdown:
+            return
+        out("")
+        if breakdown.get("skipped"):
+            out(f"breakdown: skipped ({breakdown['skipped']})")
+            return
+        parts = ("python", "sql", "lock", "commit", "seal", "embedding", "business_call")
+        out(
+            f"{'where the time goes (traced run, mean ms)':44} {'conn':>4} {'client':>7} {'queue':>6} "
+            f"{'server':>7} " + " ".join(f"{part[:8]:>8}" for part in parts) + f" {'SQL':>4} {'commits':>7}"
+        )
+        for item in breakdown["paths"]:
+            for level in item["levels"]:
+                spans = level["spans"]
+                if not spans.get("requests"):
+                    out(f"{item['name'][:44]:44} {level['connections']:4d}  (no complete traces)")
+                    continue
+                mean = spans["mean_ms"]
+                out(
+                    f"{item['name'][:44]:44} {level['connections']:4d} {level['client_mean_ms']:7.1f} "
+                    f"{level['queue_ms']:6.1f} {mean['total']:7.1f} "
+                    + " ".join(f"{mean[part]:8.1f}" for part in parts)
+                    + f" {spans['statements']:4.1f} {spans['commits']:7.1f}"
+                )
+                waits = level.get("postgres_waits", {}).get("backends_per_sample") or {}
+                if waits:
+                    shown = ", ".join(f"{key} {value:.2f}" for key, value in list(waits.items())[:6])
+                    out(f"{'':44}      PostgreSQL backends per sample: {shown}")
+                if spans.get("dispatched") is not None and item["key"] == INVOCATION_KEY:
+                    out(f"{'':44}      {spans['dispatched']} of {spans['requests']} traced calls dispatched")
+        out(
+            "client = mean latency the load generator saw; server = the request's server span; queue = "
+            "client − server (waiting for a gunicorn thread, the sockets); parts are exclusive: python = "
+            "server − the rest (includes the tracing's own cost); sql = statements' round trips; lock = "
+            "statements taking a lock; commit = COMMIT (fsync wait); seal = the after-commit audit seal; "
+            "business_call = the signed request to the business system"
+        )
+
+    def _breakdown(self, targets: list[Target], options: dict, nonce: str, server_options: dict) -> dict:
+        """A traced run (issue 26, where the waiting goes): a hub exporting every span to a receiver
+        here, each of :data:`BREAKDOWN_KEYS` loaded at ``--connections`` and at 1 connection for
+        ``--breakdown-seconds``, each request's server time split by kind (benchmarks/spans.py), and
+        PostgreSQL's backends sampled meanwhile."""
+        chosen = [target for target in targets if target.key in BREAKDOWN_KEYS]
+        if not chosen:
+            return {"skipped": "none of the traced paths is selected"}
+        if not receiver_available():
+            return {"skipped": "opentelemetry-proto is not installed (the dev extra)"}
+        seconds = options["breakdown_seconds"]
+        levels = sorted({options["connections"], 1}, reverse=True)
+        paths = []
+        conninfo = database_url(connection.settings_dict)
+        with span_receiver() as receiver:
+            env = {
+                "BAILING_BENCH_ENDPOINTS": "true",
+                "DATABASE_URL": conninfo,
+                **tracing_env(receiver.url),
+            }
+            with gunicorn_server(**{**server_options, "port": None}, extra_env=env) as server:
+                self._progress(f"traced hub on 127.0.0.1:{server.port}: where the time goes ...")
+                load = wrk_load if shutil.which("wrk") else python_load
+                for index, target in enumerate(chosen):
+                    item = {"key": target.key, "name": target.name, "levels": []}
+                    for level in levels:
+                        # Warm the traced workers up, then drop what they exported meanwhile.
+                        load(
+                            server.port,
+                            target.load,
+                            seconds=1,
+                            connections=level,
+                            base=(900 + index * 2 + level) * RUN_NUMBER_SPAN,
+                            hex_nonce=f"{nonce[:40]}b{index:03x}{level:04x}",
+                        )
+                        time.sleep(1.0)
+                        receiver.clear()
+                        with WaitSampler(conninfo) as sampler:
+                            result = load(
+                                server.port,
+                                target.load,
+                                seconds=seconds,
+                                connections=level,
+                                base=(950 + index * 2 + level) * RUN_NUMBER_SPAN,
+                                hex_nonce=f"{nonce[:40]}c{index:03x}{level:04x}",
+                            )
+                        time.sleep(1.5)  # the batch processors' schedule (tracing_env) and the export
+                        spans = request_breakdown(receiver.snapshot())
+                        receiver.clear()
+                        client_mean = (
+                            level * result.seconds / result.requests if result.requests else 0.0
+                        )  # Little's law: concurrency × time ÷ requests
+                        server_mean = (spans.get("mean_ms") or {}).get("total", 0.0)
+                        item["levels"].append(
+                            {
+                                "connections": level,
+                                "seconds": seconds,
+                                "requests": result.requests,
+                                "rps": result.rps,
+                                "errors": result.errors,
+                                "client_p50_ms": result.p50_ms,
+                                "client_mean_ms": client_mean * 1000,
+                                "queue_ms": max(0.0, client_mean * 1000 - server_mean),
+                                "spans": spans,
+                                "postgres_waits": sampler.summary(),
+                            }
+                        )
+                        self._progress(
+                            f"  traced {target.name[:44]}, {level} conn.: {result.rps:.1f} req/s, "
+                            f"server {server_mean:.1f} ms, client {client_mean * 1000:.1f} ms"
+                        )
+                    paths.append(item)
+        return {
+            "method": (
+                "a second gunicorn, same options, exporting every span (always_on sampler) to an OTLP "
+                "receiver in the benchmark; per request (trace) its server span split by the spans below "
+                "it; pg_stat_activity sampled every 10 ms on a connection of its own"
+            ),
+            "paths": paths,
+        }
 
     # --- --suite data-policy ---------------------------------------------------------------------------
     def _policy_targets(self, nonce: str, calls_access: str, revisions: dict[str, str]) -> list[Target]:
@@ -1196,6 +1486,28 @@ def _result_head(schema, started_at, machine, pg_version, options, runs) -> dict
             "load_generator": runs[0]["tool"] if runs else None,
         },
     }
+
+
+def floor_ratios(rounds: list[dict], floor_rounds: list[dict]) -> list[dict]:
+    """Per round, an endpoint's cost ÷ its floor's in the same round (issue 26): ``time`` = the
+    floor's req/s ÷ the endpoint's (time per request at the same concurrency), ``cpu`` = CPU per
+    request ÷ the floor's, ``p50`` = p50 latency ÷ the floor's (``None`` where a figure is missing)."""
+    floor_by_round = {run["round"]: run for run in floor_rounds}
+    out = []
+    for run in rounds:
+        floor = floor_by_round.get(run["round"])
+        if floor is None:
+            continue
+        cpu, floor_cpu = cpu_per_request_ms(run), cpu_per_request_ms(floor)
+        out.append(
+            {
+                "round": run["round"],
+                "time": floor["rps"] / run["rps"] if run["rps"] and floor["rps"] else None,
+                "cpu": cpu / floor_cpu if cpu and floor_cpu else None,
+                "p50": run["p50_ms"] / floor["p50_ms"] if run["p50_ms"] and floor["p50_ms"] else None,
+            }
+        )
+    return out
 
 
 def _only(targets: list, wanted) -> list:

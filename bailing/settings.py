@@ -449,6 +449,11 @@ BAILING_APPROVAL_NOTIFY_DELAYS = [
 # provider's `max_concurrent_calls` overrides it). Keep it below GUNICORN_THREADS, so a business
 # system that stalls can never hold every thread of a worker.
 BAILING_PROVIDER_MAX_CONCURRENT_CALLS = env.int("BAILING_PROVIDER_MAX_CONCURRENT_CALLS", default=2)
+# How long a call whose provider's bulkhead is full waits for one of its slots to be given back before
+# it is refused (retryable): a healthy provider frees one within milliseconds, a stalled one does not.
+BAILING_PROVIDER_SLOT_WAIT_MS = env.int("BAILING_PROVIDER_SLOT_WAIT_MS", default=250)
+if not 0 <= BAILING_PROVIDER_SLOT_WAIT_MS <= 10000:
+    raise ImproperlyConfigured("BAILING_PROVIDER_SLOT_WAIT_MS must be between 0 and 10000")
 # Seconds one webhook attempt may take in all: connecting, sending, the answer's headers and the
 # little of its body the hub reads (agent_runtime/services/approval_requests.py).
 BAILING_APPROVAL_NOTIFY_TIMEOUT = env.float("BAILING_APPROVAL_NOTIFY_TIMEOUT", default=10.0)

@@ -136,9 +136,13 @@ def audit_record(
     return audit_record_many([entry])[0]
 
 
-def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
+def audit_record_many(entries: Sequence[AuditEntry], *, seal: bool = True) -> list[AuditEvent]:
     """Append ``entries`` in this order (ascending ids, so sealed in this order), in two round trips
     whatever their number. Must run inside the caller's transaction, like :func:`audit_record`.
+
+    ``seal=False``: ask for no seal after this transaction commits, for a caller whose next
+    transaction, moments later, appends again and so seals both (a governed call's journal, sealed with
+    its outcome); the events are committed either way, and any later seal takes them.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
@@ -146,7 +150,8 @@ def audit_record_many(entries: Sequence[AuditEntry]) -> list[AuditEvent]:
         return []
     with AUDIT_APPEND_SECONDS.time(), tracing.span("audit.append", events=len(entries)):
         events = _append(entries)
-    _seal_after_commit_register()
+    if seal:
+        _seal_after_commit_register()
     return events
 
 

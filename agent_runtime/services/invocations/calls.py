@@ -211,8 +211,8 @@ def _create_new(
     if approval.required:
         return store_awaiting(identity, access, ctx, invocation, request.arguments, approval)
     limit = ctx.provider_max_concurrent_calls
-    with provider_slot(ctx.provider.name, limit) as free:
-        if not free:
+    with provider_slot(ctx.provider.name, limit) as slot:
+        if not slot:
             return provider_busy(coordinates(invocation), limit)
         hit = dispatch_limits(ctx)
         if hit is not None:
@@ -222,7 +222,7 @@ def _create_new(
             text = TEXT_REJECTED["tool_call_budget_exhausted"].format(limit=max_calls)
             return store_rejected(identity, invocation, "tool_call_budget_exhausted", text)
         return invocation_dispatch(
-            identity=identity, ctx=ctx, invocation=invocation, arguments=arguments, new=True
+            identity=identity, ctx=ctx, invocation=invocation, arguments=arguments, new=True, slot=slot
         )
 
 
@@ -297,8 +297,8 @@ def _dispatch_approved(
             identity, invocation, "approval_args_mismatch", TEXT_REJECTED["approval_args_mismatch"]
         )
     limit = ctx.provider_max_concurrent_calls
-    with provider_slot(ctx.provider.name, limit) as free:
-        if not free:
+    with provider_slot(ctx.provider.name, limit) as slot:
+        if not slot:
             # The approval is not consumed: the same invocation may be resumed in a moment.
             return provider_busy(coordinates(invocation), limit)
         hit = client_rate_check(client=identity.client) or dispatch_limits(ctx)
@@ -323,4 +323,5 @@ def _dispatch_approved(
             arguments=arguments,
             new=False,
             approval=approval,
+            slot=slot,
         )

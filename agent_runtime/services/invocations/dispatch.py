@@ -3,8 +3,14 @@
 Never a duplicate write: the journal row (and the consumed approval) commit before the request
 leaves; the network is never used inside a transaction or under a row lock; an attempt whose outcome
 is unknown becomes ``reconciliation_required`` and is never sent again. The caller holds a slot of the
-provider's bulkhead (``locks.provider_slot``) from before the dispatch limits until the outcome is
-recorded.
+provider's bulkhead (``locks.provider_slot``) from before the dispatch limits until the business
+system has answered (the ``slot`` it passes is released then; without one, until the outcome is
+recorded): recording the outcome holds no thread on the provider.
+
+The journal's transaction asks for no audit seal of its own: the outcome's (or the unknown outcome's)
+transaction, right after the business call, seals the events of both, so one seal runs per call and
+none before the request leaves. Should the process die in between, the journal's events stay
+unsealed until the next seal anywhere (any append asks for one; verification seals too).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from agent_runtime.services.data_policy import (
 from agent_runtime.services.invocations.answers import StoredAnswer, answer_stored
 from agent_runtime.services.invocations.context import ToolContext
 from agent_runtime.services.invocations.identifiers import idempotency_key
+from agent_runtime.services.invocations.locks import ProviderSlot
 from agent_runtime.services.invocations.records import (
     audit,
     audit_entry,
@@ -56,6 +63,7 @@ def invocation_dispatch(
     arguments: dict[str, Any],
     new: bool,
     approval: ToolApproval | None = None,
+    slot: ProviderSlot | None = None,
 ) -> dict[str, Any]:
     """Commit the journal (and consume the approval), then send, then record the outcome; the caller
     holds a slot of the provider's bulkhead. Nothing is sent unless the journal row committed first;
@@ -127,7 +135,7 @@ def invocation_dispatch(
                     approval_id=approval.pk if approval is not None else None,
                 )
             )
-            audit_record_many(events)
+            audit_record_many(events, seal=False)  # sealed with the outcome's (module docstring)
     except _ApprovalAlreadyConsumed:
         invocation.refresh_from_db()
         if ToolApproval.objects.filter(pk=approval.pk, status=ToolApproval.Status.WITHDRAWN).exists():
@@ -147,6 +155,8 @@ def invocation_dispatch(
     with tracing.span("dispatch", tool=invocation.tool, provider=invocation.provider, method=compiled.method):
         outcome = http_dispatch.dispatch_send(request, timeout_ms=timeout_ms)
         tracing.annotate(outcome=outcome.kind, business_status=outcome.status, error=outcome.error or None)
+    if slot is not None:
+        slot.release()  # no thread waits on the business system any more
     return _record_outcome(identity, ctx, invocation, journal, outcome)
 
 

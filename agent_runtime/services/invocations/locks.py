@@ -11,18 +11,23 @@ of a hub process — ``/health``, other workspaces and other providers included 
 ``max_concurrent_calls`` calls of one provider are in flight per hub process (the provider's config,
 else ``BAILING_PROVIDER_MAX_CONCURRENT_CALLS``, default 2 of gunicorn's 4 threads). The count is
 in this process on purpose: what it protects is this process's threads. A call that finds its
-provider full is not sent and not stored: ``rejected_before_dispatch`` with
-``auto_retry_allowed: true`` (docs/protocol.md "Provider bulkhead").
+provider full waits for a slot at most ``BAILING_PROVIDER_SLOT_WAIT_MS`` (default 250): a provider
+that answers in milliseconds frees one long before, while a stalled one keeps its slots and the call
+is then not sent and not stored: ``rejected_before_dispatch`` with ``auto_retry_allowed: true``
+(docs/protocol.md "Provider bulkhead"). A slot is given back as soon as the business system has
+answered (:meth:`ProviderSlot.release`): recording the outcome holds no thread on the provider.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.db import connection
 
 # Two-int4 advisory lock namespace of invocations ("bhIV"), apart from every other hub lock.
@@ -59,26 +64,56 @@ def invocation_lock_free(session_id: uuid.UUID, invocation_id: str) -> bool:
 
 _in_flight: dict[str, int] = {}
 _in_flight_guard = threading.Lock()
+_slot_freed = threading.Condition(_in_flight_guard)
+
+
+class ProviderSlot:
+    """One call's share of its provider's bulkhead: true when a slot was taken. :meth:`release` gives
+    it back (once; the ``provider_slot`` block's end releases it otherwise)."""
+
+    __slots__ = ("_held", "provider")
+
+    def __init__(self, provider: str, held: bool):
+        self.provider = provider
+        self._held = held
+
+    def __bool__(self) -> bool:
+        return self._held
+
+    def release(self) -> None:
+        with _slot_freed:
+            if not self._held:
+                return
+            self._held = False
+            left = _in_flight[self.provider] - 1
+            if left:
+                _in_flight[self.provider] = left
+            else:
+                del _in_flight[self.provider]
+            _slot_freed.notify_all()
 
 
 @contextmanager
-def provider_slot(provider: str, limit: int) -> Iterator[bool]:
-    """Take one of ``limit`` in-flight slots of ``provider`` in this process; yields whether one was
-    free, and gives it back at the end."""
-    with _in_flight_guard:
+def provider_slot(provider: str, limit: int, wait_ms: int | None = None) -> Iterator[ProviderSlot]:
+    """Take one of ``limit`` in-flight slots of ``provider`` in this process, waiting at most
+    ``wait_ms`` (default ``BAILING_PROVIDER_SLOT_WAIT_MS``) for one to be given back; yields the
+    :class:`ProviderSlot` (false when none was free in time), released at the end at the latest."""
+    wait = (settings.BAILING_PROVIDER_SLOT_WAIT_MS if wait_ms is None else wait_ms) / 1000
+    deadline = time.monotonic() + wait
+    with _slot_freed:
+        while _in_flight.get(provider, 0) >= limit:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            _slot_freed.wait(remaining)
         taken = _in_flight.get(provider, 0) < limit
         if taken:
             _in_flight[provider] = _in_flight.get(provider, 0) + 1
+    slot = ProviderSlot(provider, taken)
     try:
-        yield taken
+        yield slot
     finally:
-        if taken:
-            with _in_flight_guard:
-                left = _in_flight[provider] - 1
-                if left:
-                    _in_flight[provider] = left
-                else:
-                    del _in_flight[provider]
+        slot.release()
 
 
 def provider_calls_in_flight(provider: str) -> int:

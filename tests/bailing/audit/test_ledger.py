@@ -282,6 +282,21 @@ def test_an_append_is_sealed_right_after_its_transaction_commits():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_append_that_asks_for_no_seal_is_sealed_by_the_next_one_in_order():
+    entry = AuditEntry(actor=Actor.system("pytest"), action="tests.audit.journal", data={"n": 1})
+    with transaction.atomic():
+        (journal,) = audit_record_many([entry], seal=False)
+    assert not AuditEvent.objects.get(pk=journal.pk).sealed  # committed, left for the next seal
+    with transaction.atomic():
+        outcome = audit_record(action="tests.audit.outcome", actor=Actor.system("pytest"))
+    sealed = list(AuditEvent.objects.order_by("chain_seq"))
+    assert [event.pk for event in sealed] == [journal.pk, outcome.pk]
+    assert chain_positions() == [1, 2]
+    report = audit_chain_verify()
+    assert (report.ok, report.checked, report.unsealed) == (True, 2, 0)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_rolled_back_append_is_never_sealed_and_leaves_no_gap():
     with transaction.atomic():
         audit_record(action="tests.audit.recorded", actor=Actor.system("pytest"), data={"n": 1})

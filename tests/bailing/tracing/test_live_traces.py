@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SERVER, CLIENT = 2, 3  # OTLP SpanKind values
 HUB_SPANS = {"auth.bearer", "route.gate", "catalog", "rules", "approval.gate", "journal.commit", "dispatch"}
-HUB_SPANS |= {"audit.append", "journal.outcome"}
+HUB_SPANS |= {"audit.append", "journal.outcome", "db.commit", "audit.seal"}
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +137,12 @@ def test_a_governed_call_is_one_trace_from_the_agent_to_the_business_system(hub,
     outbound = [span for span in _children(traced, dispatch.span_id) if span.kind == CLIENT]
     assert len(outbound) == 1
     outbound = outbound[0]
+    # Commits are spans of their own; the journal's events are sealed with the outcome's: one seal.
+    seals = [span for span in traced if span.name == "audit.seal"]
+    assert len(seals) == 1
+    in_seal = _descendants(traced, seals[0].span_id)
+    commits = [span for span in traced if span.name == "db.commit" and span.span_id not in in_seal]
+    assert len(commits) >= 2  # the journal before the business call, the outcome after it
     # The database spans are there, with SQL and no parameter values.
     assert any(span.attributes.get("db.system") == "postgresql" for span in traced)
 

@@ -1069,6 +1069,14 @@ class Command(BaseCommand):
         )
         if result["invocations_not_executed"]:
             out(f"WARNING: {result['invocations_not_executed']} tool invocations did not execute")
+        for item in result["endpoints"]:
+            runs = [run for run in item["rounds"] if run.get("executed") is not None]
+            answered, executed = sum(run["requests"] for run in runs), sum(run["executed"] for run in runs)
+            if runs and executed < 0.95 * answered:
+                out(
+                    f"WARNING: {item['name']}: {executed} of {answered} answered calls executed; the rest "
+                    "were refused before dispatch (the provider's bulkhead), so its req/s flatters it"
+                )
         start = ", ".join(f"{v:.2f}" for v in machine.get("load_average") or [])
         end = ", ".join(f"{v:.2f}" for v in machine.get("load_average_end") or [])
         out(

@@ -7,6 +7,11 @@ thread count is one run; after it, what the after-commit seals left unsealed is 
 is sealed (``audit_seal``) and the ledger is verified end to end (``audit_chain_verify``), and the
 time each takes is reported.
 
+Its floor (issue 26), measured interleaved with it at every thread count (which goes first alternates):
+the same threads committing a bare one-row ``INSERT`` into a scratch table, one transaction each — what
+a durable commit costs here. The report gives audited actions/s ÷ that rate against the goal
+(≥ :data:`FLOOR_GOAL`); ``--no-floor`` skips it.
+
 The events are real audit events (action ``bailing.bench.audit``) and stay in the ledger, which is
 append-only: run this against a development database, never a production one. Figures are only
 comparable within one run on one machine (the machine may be shared: the load average is printed
@@ -35,6 +40,9 @@ from benchmarks.harness import percentile
 ACTION = "bailing.bench.audit"
 SCRATCH_TABLE = "bailing_bench_audit_rows"
 INSERT_ROW = "INSERT INTO bailing_bench_audit_rows (n) VALUES (%s)"
+FLOOR_TABLE = "bailing_bench_audit_floor"
+INSERT_FLOOR = "INSERT INTO bailing_bench_audit_floor (n) VALUES (%s)"
+FLOOR_GOAL = 0.7  # issue 26: audited actions hub-wide at least 0.7 × the bare commit rate
 WARM_UP = 5  # transactions per thread before the barrier
 
 
@@ -52,6 +60,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--row-write", action="store_true", help="also insert one row into a scratch table per action"
         )
+        parser.add_argument(
+            "--no-floor",
+            dest="floor",
+            action="store_false",
+            help="skip the floor: a bare one-row INSERT + COMMIT at the same thread counts, interleaved",
+        )
         parser.add_argument("--json", dest="json_path", default="", help="write the figures to this file")
 
     def handle(self, *args, **options):
@@ -62,10 +76,10 @@ class Command(BaseCommand):
         if not counts or min(counts) < 1 or options["seconds"] <= 0:
             raise CommandError("--threads must be positive integers and --seconds positive")
         row_write = options["row_write"]
-        if row_write:
-            with connection.cursor() as cursor:
+        with connection.cursor() as cursor:
+            for table in [SCRATCH_TABLE] * row_write + [FLOOR_TABLE] * options["floor"]:
                 cursor.execute(
-                    f"CREATE TABLE IF NOT EXISTS {SCRATCH_TABLE} "
+                    f"CREATE TABLE IF NOT EXISTS {table} "
                     "(id bigserial PRIMARY KEY, n integer NOT NULL, at timestamptz NOT NULL DEFAULT now())"
                 )
         load_before = _load()
@@ -75,19 +89,31 @@ class Command(BaseCommand):
         )
         rows = []
         try:
-            for threads in counts:
-                rows.append(self._run(threads, options["seconds"], row_write))
+            for index, threads in enumerate(counts):
+                floor = None
+                if options["floor"] and index % 2:
+                    floor = self._run(threads, options["seconds"], row_write, floor=True)
+                row = self._run(threads, options["seconds"], row_write)
+                if options["floor"] and floor is None:
+                    floor = self._run(threads, options["seconds"], row_write, floor=True)
+                if floor is not None:
+                    row["floor"] = floor
+                    row["floor_ratio"] = (
+                        row["per_second"] / floor["per_second"] if floor["per_second"] else None
+                    )
+                rows.append(row)
         finally:
-            if row_write:
-                with connection.cursor() as cursor:
-                    cursor.execute(f"DROP TABLE IF EXISTS {SCRATCH_TABLE}")
+            with connection.cursor() as cursor:
+                for table in (SCRATCH_TABLE, FLOOR_TABLE):
+                    cursor.execute(f"DROP TABLE IF EXISTS {table}")
         load_after = _load()
         self._report(rows, load_before, load_after, options)
 
     # --- one run -------------------------------------------------------------------------------------
-    def _run(self, threads: int, seconds: float, row_write: bool) -> dict:
+    def _run(self, threads: int, seconds: float, row_write: bool, *, floor: bool = False) -> dict:
         run_id = uuid.uuid4().hex[:12]
-        self.stdout.write(f"  {threads} thread(s) for {seconds:.0f} s ...")
+        label = "floor: bare INSERT + COMMIT" if floor else "audited actions"
+        self.stdout.write(f"  {label}, {threads} thread(s) for {seconds:.0f} s ...")
         self.stdout.flush()
         barrier = threading.Barrier(threads + 1)
         stop = threading.Event()
@@ -95,6 +121,10 @@ class Command(BaseCommand):
         failures: list[BaseException] = []
 
         def action(index: int, n: int) -> None:
+            if floor:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute(INSERT_FLOOR, [n])
+                return
             with transaction.atomic():
                 audit_record(
                     actor=Actor.system("bailing_bench_audit"),
@@ -140,6 +170,15 @@ class Command(BaseCommand):
         if failures:
             raise CommandError(f"{threads} thread(s): {type(failures[0]).__name__}: {failures[0]}")
         done = sorted(value * 1000 for mine in latencies for value in mine)
+        if floor:
+            return {
+                "threads": threads,
+                "actions": len(done),
+                "seconds": elapsed,
+                "per_second": len(done) / elapsed,
+                "p50_ms": percentile(done, 0.50),
+                "p99_ms": percentile(done, 0.99),
+            }
         recorded = AuditEvent.objects.filter(action=ACTION, target_id=run_id).count()
         expected = len(done) + threads * WARM_UP
         if recorded != expected:
@@ -185,6 +224,21 @@ class Command(BaseCommand):
                 f"{'ok' if row['verify_ok'] else 'BROKEN'}"
             )
         out("unsealed: events the after-commit seals had left when the run stopped (then all sealed)")
+        floors = [row for row in rows if row.get("floor")]
+        if floors:
+            out("")
+            out(f"{'threads':>7} {'floor/s':>9} {'floor p50':>10} {'audited ÷ floor':>16} {'goal':>6}")
+            for row in floors:
+                ratio = row["floor_ratio"]
+                mark = "" if ratio is not None and ratio >= FLOOR_GOAL else "!"
+                out(
+                    f"{row['threads']:7d} {row['floor']['per_second']:9.0f} {row['floor']['p50_ms']:10.2f} "
+                    f"{ratio if ratio is not None else 0:16.2f} {'≥' + format(FLOOR_GOAL, '.1f') + mark:>6}"
+                )
+            out(
+                "floor: the same threads committing a bare one-row INSERT each, interleaved with the audited "
+                "runs; '!' = below the goal"
+            )
         out(f"load average before {load_before}, after {load_after} (1, 5, 15 min)")
         if options["json_path"]:
             Path(options["json_path"]).write_text(
@@ -192,6 +246,7 @@ class Command(BaseCommand):
                     {
                         "seconds": options["seconds"],
                         "row_write": options["row_write"],
+                        "floor_goal": FLOOR_GOAL if options["floor"] else None,
                         "load_before": load_before,
                         "load_after": load_after,
                         "runs": rows,

@@ -13,7 +13,9 @@ session, then measures, one request at a time (latency) and with ``--connections
   ``invocation_id`` each time (authentication, route gate, catalog, schema, rules, rate limits,
   invocation row, audit events, the business call, the outcome);
 * **hub write** — the same for a 0.01 refund (the execution journal commits before the business call);
-* **hub replay** — the same ``invocation_id`` again: the stored result, no business call.
+* **hub replay** — the same ``invocation_id`` again: the stored result, no business call;
+* **floor read** — the direct read between two durable one-row commits (the journal before, the
+  outcome after): what a governed read must cost at least (issue 26), in this process.
 
 The overhead is hub minus direct at the same percentile. Afterwards the shop's own records are
 counted: every refund the hub was asked for once is there exactly once. Figures are only comparable
@@ -36,7 +38,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.test import Client as DjangoClient
 
 from agent_runtime.config import validate_route_config
@@ -59,6 +61,7 @@ from benchmarks.harness import (
     parse_libpq_trace,
     percentile,
 )
+from benchmarks.views import FLOOR_TABLE, FLOOR_TABLE_CREATE, FLOOR_TABLE_DROP
 from front.launcher import stop_process
 
 ROUTE = "bench-calls"
@@ -259,6 +262,22 @@ class Command(BaseCommand):
 
         return call
 
+    @staticmethod
+    def _floor(direct: Callable[[], int]) -> Callable[[], int]:
+        """The direct call between two durable one-row commits on this process's connection."""
+
+        def commit_row() -> None:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"INSERT INTO {FLOOR_TABLE} (kind, payload) VALUES (0, %s)", ["x" * 200])  # noqa: S608
+
+        def call() -> int:
+            commit_row()
+            status = direct()
+            commit_row()
+            return status
+
+        return call
+
     # --- measuring -------------------------------------------------------------------------------------
     def _sequential(self, label: str, call: Callable[[], int], count: int) -> dict:
         self.stdout.write(f"  {label}: {count} calls, one at a time ...")
@@ -376,12 +395,15 @@ class Command(BaseCommand):
                 hub_replay = self._hub(port, access, revision, *READ, replay=replay_id)
 
                 refunds_before = self._shop_refunds(base_url, secret)
+                with connection.cursor() as cursor:
+                    cursor.execute(FLOOR_TABLE_CREATE)
                 rows = [
                     self._sequential("direct read (list_orders)", direct_read, calls),
                     self._sequential("hub read (list_orders)", hub_read, calls),
                     self._sequential("direct write (request_refund)", direct_write, calls),
                     self._sequential("hub write (request_refund)", hub_write, calls),
                     self._sequential("hub replay (no business call)", hub_replay, calls),
+                    self._sequential("floor read (direct + 2 commits)", self._floor(direct_read), calls),
                 ]
                 hub_writes = calls + min(10, calls)  # the warm-up calls wrote too
                 direct_writes = hub_writes
@@ -394,6 +416,8 @@ class Command(BaseCommand):
                 queries = self._queries_per_call(access, revision)
         finally:
             try:
+                with connection.cursor() as cursor:
+                    cursor.execute(FLOOR_TABLE_DROP)
                 calls_cleanup()
             finally:
                 stop_process(shop, timeout=10)
@@ -416,6 +440,11 @@ class Command(BaseCommand):
                 f"hub overhead per {kind}: p50 +{hub['p50'] - direct['p50']:.2f} ms, "
                 f"p95 +{hub['p95'] - direct['p95']:.2f} ms"
             )
+        hub, floor = by_label["hub read"], by_label["floor read"]
+        out(
+            f"hub read over its floor (direct + 2 commits): p50 +{hub['p50'] - floor['p50']:.2f} ms, "
+            f"{hub['p50'] / floor['p50']:.2f}× (goal ≤ 1.5×, and ≤ +10 ms p50 over the direct read)"
+        )
         for label, rate in throughput:
             out(f"throughput, {label}: {rate:.0f} calls/s with {options['connections']} parallel callers")
         out(

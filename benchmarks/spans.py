@@ -32,7 +32,7 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 PARTS = ("python", "sql", "lock", "commit", "seal", "embedding", "business_call")
 _LOCK_MARKS = ("advisory_lock", "advisory_xact_lock", "for update", "for no key update", "lock table")
@@ -105,12 +105,11 @@ def receiver_available() -> bool:
 
 
 @contextlib.contextmanager
-def span_receiver() -> Iterator[SpanReceiver]:
-    """An OTLP/HTTP trace receiver on an ephemeral loopback port (its ``url`` is the endpoint to set
-    as ``OTEL_EXPORTER_OTLP_ENDPOINT``); stopped on exit."""
+def otlp_http_server(on_body: Callable[[bytes], None]) -> Iterator[str]:
+    """An OTLP/HTTP trace endpoint on an ephemeral loopback port; yields its URL, stopped on exit.
+    Each ``POST /v1/traces`` body (gunzipped) goes to ``on_body``; one it cannot take is a 400."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-    receiver = SpanReceiver()
     answer = ExportTraceServiceResponse().SerializeToString()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -123,13 +122,11 @@ def span_receiver() -> Iterator[SpanReceiver]:
             try:
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
-                spans = _decode(body)
+                on_body(body)
             except Exception:
                 self.send_response(400)
                 self.end_headers()
                 return
-            with receiver.lock:
-                receiver.spans.extend(spans)
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(answer)))
@@ -141,15 +138,30 @@ def span_receiver() -> Iterator[SpanReceiver]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield receiver
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def span_receiver() -> Iterator[SpanReceiver]:
+    """An OTLP/HTTP trace receiver on an ephemeral loopback port (its ``url`` is the endpoint to set
+    as ``OTEL_EXPORTER_OTLP_ENDPOINT``); stopped on exit."""
+    receiver = SpanReceiver()
+
+    def take(body: bytes) -> None:
+        spans = _decode(body)
+        with receiver.lock:
+            receiver.spans.extend(spans)
+
+    with otlp_http_server(take) as url:
+        receiver.url = url
+        yield receiver
 
 
 def tracing_env(endpoint: str) -> dict[str, str]:

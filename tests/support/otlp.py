@@ -5,18 +5,15 @@ official classes of ``opentelemetry-proto`` and keeps the spans, flattened to :c
 from __future__ import annotations
 
 import contextlib
-import gzip
-import http.server
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from benchmarks.spans import otlp_http_server
 
 
 def _value(any_value) -> Any:
@@ -133,41 +130,6 @@ def _decode(receiver: OtlpReceiver, body: bytes) -> None:
 def otlp_receiver() -> Iterator[OtlpReceiver]:
     """A running receiver on an ephemeral loopback port; stopped on exit."""
     receiver = OtlpReceiver(url="")
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length)
-            if self.path != "/v1/traces":
-                self.send_response(404)
-                self.end_headers()
-                return
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            try:
-                _decode(receiver, body)
-            except Exception:
-                self.send_response(400)
-                self.end_headers()
-                return
-            answer = ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, format, *args):  # quiet
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with otlp_http_server(lambda body: _decode(receiver, body)) as url:
+        receiver.url = url
         yield receiver
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -170,15 +170,16 @@ class Command(BaseCommand):
         if failures:
             raise CommandError(f"{threads} thread(s): {type(failures[0]).__name__}: {failures[0]}")
         done = sorted(value * 1000 for mine in latencies for value in mine)
+        rate = {
+            "threads": threads,
+            "actions": len(done),
+            "seconds": elapsed,
+            "per_second": len(done) / elapsed,
+            "p50_ms": percentile(done, 0.50),
+            "p99_ms": percentile(done, 0.99),
+        }
         if floor:
-            return {
-                "threads": threads,
-                "actions": len(done),
-                "seconds": elapsed,
-                "per_second": len(done) / elapsed,
-                "p50_ms": percentile(done, 0.50),
-                "p99_ms": percentile(done, 0.99),
-            }
+            return rate
         recorded = AuditEvent.objects.filter(action=ACTION, target_id=run_id).count()
         expected = len(done) + threads * WARM_UP
         if recorded != expected:
@@ -192,12 +193,7 @@ class Command(BaseCommand):
         report = audit_chain_verify()
         verify_seconds = time.perf_counter() - verify_started
         return {
-            "threads": threads,
-            "actions": len(done),
-            "seconds": elapsed,
-            "per_second": len(done) / elapsed,
-            "p50_ms": percentile(done, 0.50),
-            "p99_ms": percentile(done, 0.99),
+            **rate,
             "mean_ms": statistics.fmean(done) if done else 0.0,
             "left_unsealed": left_unsealed,
             "sealed_after": sealed.sealed,

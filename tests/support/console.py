@@ -6,7 +6,9 @@ and a transactional test's flush removes them.
 
 from __future__ import annotations
 
+import http.server
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from bailing.roles import roles_sync
 from tests.factories import ClientFactory, RouteFactory, UserFactory
 
 PASSWORD = "correct-horse-battery"
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -137,7 +139,7 @@ def chromium():
     their own asyncio loop go through :func:`tests.support.asyncio_run.run_async`, which moves to a
     fresh thread while a loop is running here.
     """
-    assert os.path.exists(CHROMIUM), "Debian chromium is required: run scripts/ensure-chromium"
+    assert os.path.exists(CHROMIUM), "Debian chromium-headless-shell is required: run scripts/ensure-chromium"
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     playwright = sync_playwright().start()
@@ -200,3 +202,33 @@ def screenshot():
         return path
 
     return take
+
+
+class _Callback(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"signed in"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def loopback_callback():
+    """An OAuth client's loopback redirect listener, as a native MCP client runs one: a real HTTP server
+    on a free loopback port answering every GET with 200. Yields its ``http://localhost:<port>/callback``
+    (the browser follows the hub's redirect to it; Chromium's headless shell does not let a route
+    stand in for the target of a redirect)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Callback)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}/callback"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

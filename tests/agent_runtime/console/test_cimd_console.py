@@ -19,14 +19,14 @@ from tests.support.console import PASSWORD, signed_in
 PATH = "/mcp/claude-code.json"
 
 
-def _document(cimd) -> str:
+def _document(cimd, redirect_uri: str = LOCALHOST) -> str:
     url = cimd.url(PATH)
     return cimd.put_document(
         PATH,
         {
             "client_id": url,
             "client_name": "Claude Code",
-            "redirect_uris": [LOCALHOST],
+            "redirect_uris": [redirect_uri],
             "token_endpoint_auth_method": "none",
         },
     )
@@ -64,17 +64,19 @@ def test_the_session_page_shows_the_document_url(administrator, cimd):
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_a_cimd_sign_in_in_a_browser(hub_server, administrator, chromium, cimd):
+def test_a_cimd_sign_in_in_a_browser(
+    hub_server, administrator, chromium, cimd, loopback_callback, screenshot
+):
     _sign_in_client()
     base = hub_server.url
-    url = _document(cimd)
+    callback = loopback_callback
+    url = _document(cimd, callback)
     verifier, challenge = pkce_pair()
     context = chromium.new_context(viewport={"width": 1024, "height": 900}, locale="en-US")
     page = context.new_page()
     page.set_default_timeout(10_000)
-    page.route("http://localhost:43110/**", lambda route: route.fulfill(status=200, body="signed in"))
     try:
-        page.goto(base + _authorize_url(base, url, LOCALHOST, challenge))
+        page.goto(base + _authorize_url(base, url, callback, challenge))
         page.get_by_label("Username").fill(administrator.username)
         page.get_by_label("Password").fill(PASSWORD)
         page.get_by_role("button", name="Sign in").click()
@@ -83,15 +85,15 @@ def test_a_cimd_sign_in_in_a_browser(hub_server, administrator, chromium, cimd):
         assert warning.is_visible()
         assert f"127.0.0.1:{cimd.port}" in warning.inner_text()
         assert "Claude Code" in page.locator("section.consent").inner_text()
-        page.screenshot(path="/work/shots/mcp-cimd/consent-cimd.png", full_page=True)
+        screenshot(page, "consent-cimd")
 
         page.get_by_role("button", name="Approve").click()
-        page.wait_for_url(LOCALHOST + "?*")
+        page.wait_for_url(callback + "?*")
         query = parse_qs(urlsplit(page.url).query)
         assert query["iss"] == [base]
         token = HttpClient().post(
             "/oauth/token",
-            f"grant_type=authorization_code&code={query['code'][0]}&redirect_uri={LOCALHOST}"
+            f"grant_type=authorization_code&code={query['code'][0]}&redirect_uri={callback}"
             f"&client_id={url}&code_verifier={verifier}",
             content_type="application/x-www-form-urlencoded",
         )
@@ -99,6 +101,6 @@ def test_a_cimd_sign_in_in_a_browser(hub_server, administrator, chromium, cimd):
         session = AgentSession.objects.get()
         page.goto(base + reverse("console:session_detail", args=[session.pk]))
         assert page.locator(".metadata-url").inner_text() == url
-        page.screenshot(path="/work/shots/mcp-cimd/session-cimd.png", full_page=True)
+        screenshot(page, "session-cimd")
     finally:
         context.close()

@@ -141,6 +141,7 @@ def test_auditor_reads_a_conversation(hub_server, auditor, browser_page, screens
     screenshot(page, "conversations-04-detail-expanded")
 
     page.get_by_role("link", name="Audit history of this session").click()
+    page.wait_for_url(lambda url: "/audit" in url)
     actions = page.locator("table.data tbody").inner_text()
     assert actions.count("agent_runtime.turn.context_ready") == 5
     assert actions.count("agent_runtime.run.completed") == 4

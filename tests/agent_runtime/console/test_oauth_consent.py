@@ -194,16 +194,16 @@ def test_deny_for_an_https_client_that_completed_a_sign_in_goes_back(administrat
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, screenshot):
+def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, screenshot, loopback_callback):
     _sign_in_client()
     base = hub_server.url
-    client_id = _register(HttpClient(), LOCALHOST, name="Claude Code (laptop)")
+    client_id = _register(HttpClient(), loopback_callback, name="Claude Code (laptop)")
     _, challenge = pkce_pair()
     page = browser_page
-    # The MCP client's own loopback listener, played by the browser itself.
-    page.route("http://localhost:43110/**", lambda route: route.fulfill(status=200, body="signed in"))
+    # The MCP client's own loopback listener (a real one, on a free port).
+    callback = loopback_callback
 
-    page.goto(base + _authorize_url(base, client_id, LOCALHOST, challenge, scope="knowledge:read tools:read"))
+    page.goto(base + _authorize_url(base, client_id, callback, challenge, scope="knowledge:read tools:read"))
     # Not signed in to the console yet: the login page, then back to the consent page.
     page.get_by_label("Username").fill(administrator.username)
     page.get_by_label("Password").fill(PASSWORD)
@@ -213,7 +213,7 @@ def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, scree
     text = consent.inner_text()
     assert "MCP client" in text
     assert "Claude Code (laptop)" in text
-    assert "localhost:43110" in text
+    assert urlsplit(callback).netloc in text
     assert page.locator('input[name="routes"][value="demo"]').is_checked()
     # The scopes in plain words: what it asked for, and what it did not.
     scopes = page.locator("section.scopes")
@@ -226,7 +226,7 @@ def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, scree
     screenshot(page, "oauth-consent")
 
     page.get_by_role("button", name="Approve").click()
-    page.wait_for_url(LOCALHOST + "?*")
+    page.wait_for_url(callback + "?*")
     query = parse_qs(urlsplit(page.url).query)
     assert set(query) == {"code", "state", "iss"} and query["state"] == ["mcp-state-42"]
     assert query["iss"] == [base]

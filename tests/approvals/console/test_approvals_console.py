@@ -222,6 +222,7 @@ def test_approval_flow_in_a_browser(
     assert len(demo_shop.records()["refunds"]) == refunds_before + 1
 
     page.get_by_role("link", name="Trace of this call").click()
+    page.locator(".trace-label").first.wait_for()  # the click navigates: read the trace page, not this one
     labels = page.locator(".trace-label").all_inner_texts()
     assert labels == ["Requested", "Approval pending", "Decided", "Dispatched", "Outcome"]
     assert "executed" in page.locator(".trace-step").last.inner_text()

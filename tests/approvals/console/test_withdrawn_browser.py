@@ -4,9 +4,6 @@ is sent, and offers no decision."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 from django.urls import reverse
 
@@ -16,7 +13,6 @@ from tests.support.console import PASSWORD, csp_violations
 from tests.support.invocations import call_awaiting_approval
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
-SHOTS = Path("/work/shots/mcp-tasks")
 
 
 def test_the_approver_sees_a_withdrawn_approval(
@@ -45,7 +41,7 @@ def test_the_approver_sees_a_withdrawn_approval(
     assert badge.count() == 1 and badge.get_attribute("class") == "badge badge-off"
     assert "withdrew" in row.locator("td").nth(4).get_attribute("title")  # the status cell's tooltip
     assert page.locator(".badge", has_text="1 withdrawn").count() == 1  # the inbox's status counts
-    inbox = screenshot(page, "mcp-tasks-01-inbox-withdrawn")
+    screenshot(page, "mcp-tasks-01-inbox-withdrawn")
 
     row.get_by_role("link", name=f"#{approval.pk}").click()
     page.wait_for_url(base + reverse("console:approval_detail", args=[approval.pk]))
@@ -53,9 +49,6 @@ def test_the_approver_sees_a_withdrawn_approval(
     assert "withdrawn" in decision.locator(".badge").first.inner_text()
     assert "Withdrawn" in decision.inner_text()
     assert page.get_by_role("link", name="Approve…").count() == 0  # nothing left to decide
-    detail = screenshot(page, "mcp-tasks-02-approval-withdrawn")
+    screenshot(page, "mcp-tasks-02-approval-withdrawn")
     context.close()
     assert not violations, violations
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for shot in (inbox, detail):
-        shutil.copy(shot, SHOTS / shot.name)

@@ -65,9 +65,7 @@ def _wait(condition, what: str, workers: list[subprocess.Popen], logs: list[Path
 def _totals(output: str) -> Counter:
     """The worker's last line, ``indexed: chunks 12, ready 4``, as a Counter."""
     line = [line for line in output.splitlines() if line.startswith("indexed: ")][-1]
-    return Counter(
-        {name: int(count) for count, name in ((c, n) for n, c in re.findall(r"(\w+) (\d+)", line))}
-    )
+    return Counter({name: int(count) for name, count in re.findall(r"(\w+) (\d+)", line)})
 
 
 def _burst(kb, writer: int, errors: list[BaseException]) -> None:

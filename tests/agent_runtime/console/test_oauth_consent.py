@@ -197,11 +197,10 @@ def test_deny_for_an_https_client_that_completed_a_sign_in_goes_back(administrat
 def test_mcp_sign_in_in_a_browser(hub_server, administrator, browser_page, screenshot, loopback_callback):
     _sign_in_client()
     base = hub_server.url
-    client_id = _register(HttpClient(), loopback_callback, name="Claude Code (laptop)")
+    callback = loopback_callback  # the MCP client's own loopback listener (a real one, on a free port)
+    client_id = _register(HttpClient(), callback, name="Claude Code (laptop)")
     _, challenge = pkce_pair()
     page = browser_page
-    # The MCP client's own loopback listener (a real one, on a free port).
-    callback = loopback_callback
 
     page.goto(base + _authorize_url(base, client_id, callback, challenge, scope="knowledge:read tools:read"))
     # Not signed in to the console yet: the login page, then back to the consent page.

@@ -18,8 +18,10 @@ running demo's or the tests', is never touched). Here, against that server:
 
 Figures: requests by status (500 must be 0, and nothing but 200 and 503), per outage the seconds
 until the server runs again and until the first 200 after that, rows lost or duplicated, and the
-hub log's ``database unavailable`` lines and tracebacks (none). The log's lines are counted, never
-printed.
+hub log's ``database unavailable`` lines and tracebacks (none). The hub logs in JSON and every
+request carries its own ``X-Request-Id``, so each outage line is paired with the request it belongs
+to: one line for each 503 a client saw, none for any other answer, none twice (a probe outside the
+stream, such as the launcher's, is counted apart). The log's lines are counted, never printed.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class Answer:
     sent: float
     done: float
     status: int  # 0: no HTTP answer (connection refused, reset, timed out)
+    request_id: str = ""
 
 
 @dataclass
@@ -112,16 +115,24 @@ class Stream:
 class HubConnection:
     """One keep-alive HTTP connection to the hub; any transport failure is status 0 and a reconnect."""
 
-    def __init__(self, port: int, token: str):
+    def __init__(self, port: int, token: str, name: str):
         self.port = port
+        self.name = name
+        self.sent = 0
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.conn: http.client.HTTPConnection | None = None
+        self.last_request_id = ""
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """One request under its own ``X-Request-Id`` (``last_request_id``), which the hub's log
+        lines for it carry."""
+        self.sent += 1
+        self.last_request_id = f"{self.name}-{self.sent}"
         try:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-            self.conn.request(method, path, body=body, headers=self.headers)
+            headers = {**self.headers, "X-Request-Id": self.last_request_id}
+            self.conn.request(method, path, body=body, headers=headers)
             response = self.conn.getresponse()
             data = response.read()
             if response.will_close:
@@ -149,7 +160,7 @@ def _turn_body(conversation: str, n: int) -> bytes:
 
 
 def _writer(index: int, *, port: int, token: str, stream: Stream, stop: threading.Event, interval: float):
-    conn = HubConnection(port, token)
+    conn = HubConnection(port, token, f"chaos-writer-{index}")
     conversation = f"chaos-{index}"
     path = f"/agent-api/v1/workspaces/{ROUTE_KEY}/turns"
     n = 0
@@ -166,7 +177,7 @@ def _writer(index: int, *, port: int, token: str, stream: Stream, stop: threadin
                 sent = time.monotonic()
                 status, data = conn.request("POST", path, body)
                 done = time.monotonic()
-                stream.record(Answer("turn", sent, done, status))
+                stream.record(Answer("turn", sent, done, status, conn.last_request_id))
                 if status == 200:
                     with stream.lock:
                         stream.confirmed[key] = json.loads(data)["run_id"]
@@ -186,8 +197,8 @@ def _writer(index: int, *, port: int, token: str, stream: Stream, stop: threadin
         conn.close()
 
 
-def _reader(*, port: int, token: str, stream: Stream, stop: threading.Event, interval: float):
-    conn = HubConnection(port, token)
+def _reader(index: int, *, port: int, token: str, stream: Stream, stop: threading.Event, interval: float):
+    conn = HubConnection(port, token, f"chaos-reader-{index}")
     paths = (
         f"/agent-api/v1/workspaces/{ROUTE_KEY}/bootstrap",
         "/agent-api/v1/workspaces",
@@ -200,7 +211,7 @@ def _reader(*, port: int, token: str, stream: Stream, stop: threading.Event, int
             n += 1
             sent = time.monotonic()
             status, _ = conn.request("GET", path)
-            stream.record(Answer("read", sent, time.monotonic(), status))
+            stream.record(Answer("read", sent, time.monotonic(), status, conn.last_request_id))
             stop.wait(interval)
     finally:
         conn.close()
@@ -287,13 +298,46 @@ def _count_rows(stream: Stream, before_outage: set[tuple[str, str]]) -> dict[str
     }
 
 
-def _log_figures(path: Path) -> dict[str, int]:
+def _log_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The hub's JSON log records, and the other lines of the file (gunicorn's own, raw output)."""
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    lines = text.splitlines()
+    records, other = [], []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            other.append(line)
+    return records, other
+
+
+def _log_figures(path: Path, answers: list[Answer]) -> dict[str, int]:
+    """The outage lines paired with the requests they belong to (by ``request_id``)."""
+    records, other = _log_records(path)
+    outage_lines = Counter(
+        record.get("request_id", "")
+        for record in records
+        if str(record.get("message", "")).startswith("database unavailable: ")
+    )
+    status_of = {answer.request_id: answer.status for answer in answers}
+    stream_lines = {rid: n for rid, n in outage_lines.items() if rid in status_of}
     return {
-        "database_unavailable_lines": sum("database unavailable: " in line for line in lines),
-        "tracebacks": sum(line.startswith("Traceback") for line in lines),
-        "error_lines": sum(" ERROR " in line for line in lines),
+        "database_unavailable_lines": sum(outage_lines.values()),
+        # Lines of requests this stream sent: one for each 503 it saw, none for anything else.
+        "stream_outage_lines": sum(stream_lines.values()),
+        "answers_503_without_line": sum(
+            1 for rid, status in status_of.items() if status == 503 and rid not in stream_lines
+        ),
+        "lines_for_other_answers": sum(n for rid, n in stream_lines.items() if status_of[rid] != 503),
+        "requests_logged_twice": sum(1 for n in stream_lines.values() if n > 1),
+        # Requests from outside the stream (the launcher's readiness probe): counted, not judged.
+        "lines_outside_stream": sum(n for rid, n in outage_lines.items() if rid not in status_of),
+        "tracebacks": sum(line.startswith("Traceback") for line in other)
+        + sum(1 for record in records if record.get("exc")),
+        "error_lines": sum(1 for record in records if record.get("level") == "ERROR"),
     }
 
 
@@ -346,12 +390,15 @@ def run(
     threads: list[threading.Thread] = []
     try:
         # The hub's own log (Django's and gunicorn's) goes to a file, so its lines can be counted.
-        extra_env = {"GUNICORN_CMD_ARGS": f"--capture-output --error-logfile {hub_log}"}
+        extra_env = {
+            "GUNICORN_CMD_ARGS": f"--capture-output --error-logfile {hub_log}",
+            "BAILING_LOG_FORMAT": "json",  # records carry the request id each line belongs to
+        }
         with gunicorn_running(workers=workers, extra_env=extra_env) as port:
             say(f"hub on 127.0.0.1:{port}, {workers} gunicorn workers: {writers} writers, {readers} readers")
             load = {"port": port, "token": token, "stream": stream, "stop": stop, "interval": interval}
             threads += [threading.Thread(target=_writer, args=(i,), kwargs=load) for i in range(writers)]
-            threads += [threading.Thread(target=_reader, kwargs=load) for _ in range(readers)]
+            threads += [threading.Thread(target=_reader, args=(i,), kwargs=load) for i in range(readers)]
             for thread in threads:
                 thread.start()
             time.sleep(warmup)
@@ -370,7 +417,7 @@ def run(
     _attribute_answers(figures["outages"], stream.answers)
     figures["requests"] = _status_figures(stream.answers)
     figures["turns"] = _count_rows(stream, before_outage)
-    figures["hub_log"] = _log_figures(hub_log)
+    figures["hub_log"] = _log_figures(hub_log, stream.answers)
     figures["supervisor_restarts_seconds"] = [
         float(value) for value in re.findall(r"restarted in ([\d.]+) s", supervisor_log.read_text())
     ]
@@ -444,6 +491,10 @@ def _verdict(figures: dict[str, Any]) -> bool:
         and turns["messages_duplicated"] == 0
         and turns["before_first_outage_present"] == turns["confirmed_before_first_outage"]
         and log["tracebacks"] == 0
+        and log["stream_outage_lines"] == requests["503"]
+        and log["answers_503_without_line"] == 0
+        and log["lines_for_other_answers"] == 0
+        and log["requests_logged_twice"] == 0
     )
 
 
@@ -473,7 +524,10 @@ def summary_lines(figures: dict[str, Any]) -> list[str]:
         f"(counted in the database; {turns['before_first_outage_present']} of "
         f"{turns['confirmed_before_first_outage']} turns from before the first outage present)",
         f"user messages: lost {turns['messages_lost']}, duplicated {turns['messages_duplicated']}",
-        f"hub log: {log['database_unavailable_lines']} 'database unavailable' lines, "
+        f"hub log: {log['database_unavailable_lines']} 'database unavailable' lines "
+        f"({log['stream_outage_lines']} of the stream's requests, {log['lines_outside_stream']} of "
+        f"others); 503s without a line: {log['answers_503_without_line']}, lines for other answers: "
+        f"{log['lines_for_other_answers']}, requests logged twice: {log['requests_logged_twice']}; "
         f"{log['tracebacks']} tracebacks",
         "supervisor restarts (s): " + ", ".join(f"{s:.2f}" for s in figures["supervisor_restarts_seconds"]),
         "verdict: " + ("ok" if figures["ok"] else "FAILED"),

@@ -64,7 +64,11 @@ def test_db_restart_loses_and_duplicates_no_turn(tmp_path):
 
     log = figures["hub_log"]
     assert log["tracebacks"] == 0
-    assert log["database_unavailable_lines"] == requests["503"]  # one line per failed request
+    # One outage line per failed request, paired by request id: each 503 a client saw has exactly
+    # one, no other answer has any (a probe from outside the stream is counted apart).
+    assert log["stream_outage_lines"] == requests["503"], text
+    assert log["answers_503_without_line"] == 0 and log["lines_for_other_answers"] == 0
+    assert log["requests_logged_twice"] == 0
     assert len(figures["supervisor_restarts_seconds"]) == 2
 
     # The dedicated server and its directory are gone; the shared one was never touched.

@@ -73,7 +73,9 @@ class LoopbackCallback:
 
         self.server = HTTPServer(("127.0.0.1", 0), Handler)
         self.redirect_uri = f"http://127.0.0.1:{self.server.server_address[1]}/callback"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self.thread.start()
 
     async def wait(self, timeout: float) -> AuthorizationCodeResult:

@@ -32,6 +32,7 @@ from benchmarks.harness import (
     wrk_load,
     wrk_script,
 )
+from tests.support.threaded_server import ServerThread
 
 
 def test_a_proc_stat_line_is_read_even_when_the_command_name_has_spaces_and_parentheses():
@@ -218,8 +219,7 @@ LOADERS = [python_load] + ([wrk_load] if shutil.which("wrk") else [])
 def test_a_load_run_sends_every_request_a_fresh_body_rotating_through_the_templates(load):
     _Recorder.bodies = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    running = ServerThread(server)
     templates = tuple(json.dumps({"q": f"question {i} 退款 (order %N%)", "id": "%HEX%"}) for i in range(5))
     try:
         result = load(
@@ -231,8 +231,7 @@ def test_a_load_run_sends_every_request_a_fresh_body_rotating_through_the_templa
             hex_nonce="0123456789abcdef" * 3,
         )
     finally:
-        server.shutdown()
-        server.server_close()
+        running.stop()
     received = [json.loads(body) for body in _Recorder.bodies]
     assert result.requests > 10 and result.errors == 0
     assert len(received) >= result.requests

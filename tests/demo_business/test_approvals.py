@@ -20,6 +20,7 @@ import pytest
 from bailing import signing
 from demo_business.app import _loopback_address, _loopback_host
 from tests.support.demo_business import running_demo_business
+from tests.support.threaded_server import ServerThread
 
 TOKEN = "bk_demo-client-token-for-tests"
 DECISION_KEYS = [
@@ -70,8 +71,7 @@ class FakeHub:
         self.server = _HubServer(("127.0.0.1", 0), _HubHandler)
         self.server.hub = self
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-hub")
-        self.thread.start()
+        self.running = ServerThread(self.server, name="fake-hub")
 
     def answer(self, approval_id, *responses):
         with self.lock:
@@ -120,9 +120,7 @@ class FakeHub:
         return 200, answer, {}
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        self.running.stop()
 
 
 class _HubServer(ThreadingHTTPServer):

@@ -23,6 +23,7 @@ from knowledge.embeddings import (
     provider_config_from_mapping,
     provider_from_settings,
 )
+from tests.support.threaded_server import ServerThread
 
 API_KEY = "sk-test-DO-NOT-LEAK-4f1c9b"
 SECRET_TEXT = "confidential customer note 7731"
@@ -254,8 +255,7 @@ class _Server(ThreadingHTTPServer):
 def endpoint():
     server = _Server(("127.0.0.1", 0), _Handler)
     server.state = {"mode": "ok", "requests": []}
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    running = ServerThread(server)
     providers = []
 
     def make(**overrides):
@@ -274,9 +274,7 @@ def endpoint():
     yield server.state, make
     for provider in providers:
         provider.close()
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    running.stop()
 
 
 def _assert_no_leak(error):

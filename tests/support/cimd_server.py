@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.support.threaded_server import ServerThread
+
 
 def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
     """A fresh key and self-signed certificate for 127.0.0.1 / localhost: (cert PEM, key PEM)."""
@@ -115,8 +117,7 @@ class DocumentServer:
         context.load_cert_chain(self.ca_file, key_file)
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.running = ServerThread(self.server)
 
     def url(self, path: str) -> str:
         return f"https://127.0.0.1:{self.port}{path}"
@@ -143,8 +144,7 @@ class DocumentServer:
             self._hits.clear()
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.running.stop()
 
 
 @pytest.fixture(scope="session")

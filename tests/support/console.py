@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.server
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from agent_runtime.models import AgentAuthorization
 from agent_runtime.services.agent_auth.authorizations import authorization_create
 from bailing.roles import roles_sync
 from tests.factories import ClientFactory, RouteFactory, UserFactory
+from tests.support.threaded_server import serving
 
 PASSWORD = "correct-horse-battery"
 CHROMIUM = "/usr/bin/chromium-headless-shell"
@@ -223,12 +223,5 @@ def loopback_callback():
     on a free loopback port answering every GET with 200. Yields its ``http://localhost:<port>/callback``
     (the browser follows the hub's redirect to it; Chromium's headless shell does not let a route
     stand in for the target of a redirect)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Callback)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Callback)) as server:
         yield f"http://localhost:{server.server_address[1]}/callback"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +16,7 @@ from django.utils import timezone
 from agent_runtime.models import Route, ToolProvider
 from bailing.audit.models import AuditEvent
 from tests.factories import AgentSessionFactory, RouteFactory, ToolProviderFactory
+from tests.support.threaded_server import ServerThread
 
 pytestmark = pytest.mark.django_db
 
@@ -398,12 +398,9 @@ class _CountingHandler(BaseHTTPRequestHandler):
 def business_server():
     _CountingHandler.hits = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    running = ServerThread(server)
     yield server
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    running.stop()
 
 
 def test_tool_reads_never_call_the_business_system(api_client, business_server):

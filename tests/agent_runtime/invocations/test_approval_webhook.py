@@ -5,7 +5,6 @@ the business approver (notification → its approve button → decision → agen
 from __future__ import annotations
 
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -26,6 +25,7 @@ from tests.support.invocations import (
     resume_url,
     workspace,
 )
+from tests.support.threaded_server import ServerThread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROUTE = "shop"
@@ -55,13 +55,10 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/approvals"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.running = ServerThread(self.server)
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+        self.running.stop()
 
 
 @pytest.fixture

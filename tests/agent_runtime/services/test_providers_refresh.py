@@ -38,6 +38,7 @@ from bailing.management.commands import bailing_demo
 from demo_business.spec import SPEC_PATH, build_spec
 from tests.support.demo_business import running_demo_business
 from tests.support.outbound import RawRequest, drip_body, drip_headers, fixed, raw_http_server, routes
+from tests.support.threaded_server import serving
 
 ACTOR = Actor.system("tests")
 SECRET = "provider-secret-" + "k" * 24
@@ -122,14 +123,8 @@ def spec_server(respond) -> Iterator[SpecServer]:
 
     server = Server(("127.0.0.1", 0), Handler)
     state.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def _spec_bytes(spec: dict | None = None) -> bytes:

@@ -17,3 +17,4 @@ application = get_wsgi_application()
 # once in the master before the workers fork, so a worker — a new one, or one recycled after
 # max_requests — is ready at once instead of importing them again on its first request.
 get_resolver().url_patterns  # noqa: B018
+import mcp_server.protocol  # noqa: E402, F401 -- the one module a view imports on its first request

@@ -54,6 +54,8 @@ from mcp_types import methods as wire
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from mcp_server.errors import UnknownTask, UnknownTool
+
 # Streamable HTTP exists since 2025-03-26; the 2024-11-05 revision used the older HTTP+SSE transport.
 HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = tuple(MODERN_PROTOCOL_VERSIONS)
@@ -102,14 +104,6 @@ class ToolHost(Protocol):
 
     def task_cancel(self, task_id: str) -> None:
         """Acknowledge ``tasks/cancel`` after acting on it (raise :class:`UnknownTask` as ``task_get``)."""
-
-
-class UnknownTool(Exception):
-    """``tools/call`` named a tool this caller was not offered: JSON-RPC ``-32602``."""
-
-
-class UnknownTask(Exception):
-    """``tasks/*`` named a task this caller has none of: JSON-RPC ``-32602``."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ from bailing.api.errors import InvalidRequest, MethodNotAllowed, NotFound, Unaut
 from bailing.api.parsers import BudgetedJSONParser, parse_json_bytes
 from mcp_server.budgets import MCP_BODY_MAX_BYTES
 from mcp_server.errors import OriginNotAllowed
-from mcp_server.protocol import exchange, parse_error
 from mcp_server.services.workspace_tools import WorkspaceTools
 
 try:
@@ -120,6 +119,11 @@ class McpEndpoint(AgentApiView):
         return super().handle_exception(exc)
 
     def post(self, request, route: str):
+        # The protocol layer (and with it the MCP SDK's types, ~0.7 s to import) is loaded on the first
+        # MCP request, not with the URLconf: a management command's system checks load every view.
+        # A server loads it before its workers fork (bailing/wsgi.py).
+        from mcp_server.protocol import exchange, parse_error
+
         access = route_for_identity(identity=self.identity, route_key=route)
         message = request.data
         # DRF hands no parser an empty body; empty is not JSON either.

@@ -34,7 +34,7 @@ from agent_runtime.models import ToolApproval, ToolInvocation
 from agent_runtime.services.invocations import invocation_resume, invocation_withdraw
 from bailing.api.errors import ApiError
 from bailing.api.timefmt import utc_iso
-from mcp_server.protocol import UnknownTask
+from mcp_server.errors import UnknownTask
 
 # How often a client is asked to poll: an approval is a person's decision, seconds do not matter.
 TASK_POLL_INTERVAL_MS = 5000

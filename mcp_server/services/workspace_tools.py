@@ -44,7 +44,7 @@ from agent_runtime.services.invocations import (
     tool_arguments,
 )
 from bailing.api.errors import ApiError
-from mcp_server.protocol import UnknownTool
+from mcp_server.errors import UnknownTool
 from mcp_server.services import tasks as tasks_module
 from mcp_server.services.knowledge_tools import (
     ASK_TOOL,

@@ -599,7 +599,17 @@ def plot_ratios(path: Path, result: Mapping, baseline: Mapping | None = None) ->
     if baseline is not None:
         series[2:] = [(f"{label}, after", *rest) for label, *rest in series[2:]]
     height = 0.8 / len(series)
-    fig, ax = plt.subplots(figsize=(11, 0.5 + 0.55 * len(endpoints) * len(series) / 2 + 1.2))
+    floored = [item for item in endpoints if item.get("floor_ratio")]
+    rows_tall = 0.5 + 0.55 * len(endpoints) * len(series) / 2 + 1.2
+    if floored:
+        fig, (ax, floor_ax) = plt.subplots(
+            2,
+            1,
+            figsize=(11, rows_tall + 0.6 + 0.5 * len(floored)),
+            gridspec_kw={"height_ratios": [len(endpoints) * len(series) / 2, max(1.5, len(floored))]},
+        )
+    else:
+        fig, ax = plt.subplots(figsize=(11, rows_tall))
     for row, item in enumerate(endpoints):
         for index, (_, source, figure, colour) in enumerate(series):
             figures = item if source == "now" else before.get(item["key"])
@@ -627,9 +637,58 @@ def plot_ratios(path: Path, result: Mapping, baseline: Mapping | None = None) ->
         title += f" (before: {((baseline.get('git') or {}).get('commit') or '?')[:10]})"
     ax.set_title(title, fontsize=10)
     ax.grid(axis="x", alpha=0.3)
+    if floored:
+        _plot_floor_ratios(floor_ax, floored, before)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_floor_ratios(ax, endpoints: list[Mapping], before: Mapping[str, Mapping]) -> None:
+    """The lower panel: each work path's cost ÷ its floor's (time and CPU, lower is better), the
+    baseline's beside them when it has one, and the floor goal as a red mark."""
+    import matplotlib.pyplot as plt
+
+    series = [("time ÷ floor", "time", "#2171b5"), ("CPU ÷ floor", "cpu", "#d94801")]
+    sources = [("now", "")]
+    if any((before.get(item["key"]) or {}).get("floor_ratio") for item in endpoints):
+        sources = [("before", ", before"), ("now", ", after")]
+    bars = [
+        (source, suffix, label, figure, colour)
+        for source, suffix in sources
+        for label, figure, colour in series
+    ]
+    height = 0.8 / len(bars)
+    top = 1.0
+    for row, item in enumerate(endpoints):
+        for index, (source, _, _, figure, colour) in enumerate(bars):
+            figures = item if source == "now" else before.get(item["key"]) or {}
+            value = (figures.get("floor_ratio") or {}).get(figure)
+            if value is None:
+                continue
+            top = max(top, value)
+            y = row + (index - (len(bars) - 1) / 2) * height
+            ax.barh(y, value, height=height * 0.95, color=colour, alpha=0.55 if source == "before" else 1)
+            ax.text(value + 0.03, y, f"{value:.2f}", va="center", fontsize=7)
+        goal = item.get("floor_goal")
+        if goal is not None:
+            ax.plot([goal, goal], [row - 0.45, row + 0.45], color="red", linewidth=2)
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=colour, alpha=0.55 if source == "before" else 1)
+        for source, _, _, _, colour in bars
+    ]
+    handles.append(plt.Line2D([0], [0], color="red", linewidth=2))
+    labels = [f"{label}{suffix}" for _, suffix, label, _, _ in bars] + ["floor goal"]
+    ax.legend(handles, labels, loc="lower right", fontsize=8)
+    ax.set_yticks(
+        range(len(endpoints)), [f"{item['name']} (floor: {item['floor']})" for item in endpoints], fontsize=8
+    )
+    ax.invert_yaxis()
+    ax.set_xlim(0, top * 1.12)
+    ax.set_xlabel(
+        "× the path's floor measured in the same run (median of per-round ratios; 1 = the floor itself)"
+    )
+    ax.grid(axis="x", alpha=0.3)
 
 
 def plot_policy_pairs(path: Path, result: Mapping) -> None:

@@ -265,3 +265,30 @@ def test_the_plot_is_a_png_with_and_without_a_baseline(tmp_path):
         plot_ratios(tmp_path / name, after, baseline)
         data = (tmp_path / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_floor_ratios_get_a_panel_of_their_own_and_make_the_plot_taller(tmp_path):
+    from PIL import Image
+
+    from benchmarks.harness import plot_ratios
+
+    plain = _result("b" * 40, {"search": (0.12, 0.2), "turn": (0.4, 0.5)})
+    floored = _result("b" * 40, {"search": (0.12, 0.2), "turn": (0.4, 0.5)})
+    floored["endpoints"][1] |= {
+        "floor": "floor.knowledge",
+        "floor_goal": 1.5,
+        "floor_ratio": {"time": 1.3, "cpu": 1.4},
+    }
+    before = _result("a" * 40, {"search": (0.06, 0.1)})
+    before["endpoints"][1] |= {
+        "floor": "floor.knowledge",
+        "floor_goal": 1.5,
+        "floor_ratio": {"time": 2.1, "cpu": 1.9},
+    }
+    heights = {}
+    for name, result, baseline in (("plain.png", plain, None), ("floors.png", floored, before)):
+        plot_ratios(tmp_path / name, result, baseline)
+        with Image.open(tmp_path / name) as image:
+            assert image.format == "PNG"
+            heights[name] = image.size[1]
+    assert heights["floors.png"] > heights["plain.png"]

@@ -233,6 +233,12 @@ if _prepare_threshold:
         DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", int(_prepare_threshold))
     except ValueError:
         raise ImproperlyConfigured("DB_PREPARE_THRESHOLD must be an integer or empty") from None
+# Server-side cursors (.iterator() over the audit ledger: export, chain verification) hold a portal
+# between statements, which a PgBouncer in transaction mode cannot keep: DB_DISABLE_SERVER_SIDE_CURSORS=1
+# behind one (docs/scaling.md "A connection pooler").
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool(
+    "DB_DISABLE_SERVER_SIDE_CURSORS", default=False
+)
 # Concurrent test runs on one server (developers, helpers, CI) each get their own test database.
 DATABASES["default"]["TEST"] = {"NAME": "test_bailing_" + env.str("BAILING_TEST_DB", default="main")}
 

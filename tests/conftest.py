@@ -98,3 +98,13 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
     options = settings.DATABASES["default"].setdefault("OPTIONS", {})
     options["options"] = f"{options.get('options', '')} -c synchronous_commit=off".strip()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lock_connections_closed():
+    """The advisory locks' own connections (bailing/db/locks.py) are closed at the session's end,
+    before pytest-django drops the test database they are connected to."""
+    yield
+    from bailing.db import locks
+
+    locks.close_all()

@@ -37,14 +37,16 @@ audit event ``agent_runtime.provider.refresh_failed``; ``access_probe`` records 
 latest attempt that reached the network.
 
 **Concurrency.** One refresh per provider at a time: the whole refresh, network included, runs under
-a PostgreSQL *session-level* advisory lock keyed by the provider id, taken with
-``pg_try_advisory_lock``. A second refresh of the same provider meanwhile does not wait: it returns
-``refresh_in_progress`` at once and writes nothing, so the result recorded is the running one's.
-This is not a row lock and no transaction stays open; other writers of the provider row are never
-blocked. Config changes made while a fetch is in flight (``bailing_apply``, the console) are caught
-at store time: if the settings the fetch used (source, URLs, policy, inline spec, secret, enabled)
-no longer match the row, the fetched spec is discarded (``provider_changed``) instead of overwriting
-the newer configuration with a spec read under the old one.
+a PostgreSQL advisory lock keyed by the provider id, taken with ``pg_try_advisory_xact_lock`` in a
+transaction of its own on a second connection (:func:`bailing.db.locks.advisory_lock`, safe behind a
+transaction-pooling PgBouncer). A second refresh of the same provider meanwhile does not wait: it
+returns ``refresh_in_progress`` at once and writes nothing, so the result recorded is the running
+one's. This is not a row lock, and the refresh's own work runs in no open transaction; other writers
+of the provider row are never blocked. Config changes made while a fetch is in flight
+(``bailing_apply``, the console) are caught at store time: if the settings the fetch used (source,
+URLs, policy, inline spec, secret, enabled) no longer match the row, the fetched spec is discarded
+(``provider_changed``) instead of overwriting the newer configuration with a spec read under the old
+one.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agent_runtime.config import PROVIDER_SPEC_MAX_BYTES
@@ -77,6 +79,7 @@ from bailing.api.hashing import constant_time_equals
 from bailing.api.text import has_control_chars, has_lone_surrogate
 from bailing.audit.actor import Actor
 from bailing.audit.ledger import audit_record
+from bailing.db.locks import advisory_lock
 from bailing.outbound import TargetForbidden, outbound_client
 from bailing.signing import sign_spec_fetch
 
@@ -438,16 +441,8 @@ def _attempt(provider: ToolProvider) -> _Fetched:
 # --- Refresh ------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _refresh_lock(provider_id: int) -> Iterator[bool]:
-    key = int(provider_id) & 0x7FFFFFFF
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_REFRESH_LOCK_CLASS, key])
-        acquired = bool(cursor.fetchone()[0])
-    try:
+    with advisory_lock(_REFRESH_LOCK_CLASS, int(provider_id) & 0x7FFFFFFF) as acquired:
         yield acquired
-    finally:
-        if acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_REFRESH_LOCK_CLASS, key])
 
 
 def _fetch_settings(provider: ToolProvider) -> tuple:

@@ -1,9 +1,11 @@
 """Who may work on what at once: the per-invocation lock, and each provider's share of this process.
 
 **The invocation lock.** One request at a time works on an invocation. The lock is a PostgreSQL
-session advisory lock keyed by (session, invocation id), held for the whole call including the
-business request, so a concurrent duplicate answers ``in_progress`` at once and a dead worker's lock
-vanishes with its database connection. The unique (session, invocation id) constraint backs it up.
+advisory lock keyed by (session, invocation id), held for the whole call including the business
+request, so a concurrent duplicate answers ``in_progress`` at once and a dead worker's lock vanishes
+with its database connection. It is transaction-scoped, in a transaction of its own that stays open
+for the call (:func:`bailing.db.locks.advisory_lock`), so that it holds behind a transaction-pooling
+PgBouncer too. The unique (session, invocation id) constraint backs it up.
 
 **The provider bulkhead.** A business system that answers slowly (or drips its answer until the
 deadline) holds the thread that called it. So that one business system cannot take every thread
@@ -28,7 +30,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import connection
+
+from bailing.db.locks import advisory_lock
 
 # Two-int4 advisory lock namespace of invocations ("bhIV"), apart from every other hub lock.
 _LOCK_NAMESPACE = 0x62684956
@@ -41,19 +44,11 @@ def _lock_key(session_id: uuid.UUID, invocation_id: str) -> int:
 
 @contextmanager
 def invocation_lock(session_id: uuid.UUID, invocation_id: str) -> Iterator[bool]:
-    """Try to take the invocation's advisory lock on this request's database connection; yields
-    whether it was taken, and releases it at the end. Released by PostgreSQL too if the process dies
-    (its connection closes), which is how a dead worker's ``dispatching`` call is recognised."""
-    key = _lock_key(session_id, invocation_id)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, key])
-        held = bool(cursor.fetchone()[0])
-    try:
+    """Try to take the invocation's advisory lock; yields whether it was taken, and releases it at
+    the end. Released by PostgreSQL too if the process dies (its lock connection closes), which is
+    how a dead worker's ``dispatching`` call is recognised."""
+    with advisory_lock(_LOCK_NAMESPACE, _lock_key(session_id, invocation_id)) as held:
         yield held
-    finally:
-        if held:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, key])
 
 
 def invocation_lock_free(session_id: uuid.UUID, invocation_id: str) -> bool:

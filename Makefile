@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test browser node lint bench stop clean
+.PHONY: install demo test browser node pgbouncer lint bench stop clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +35,16 @@ demo: install
 ## and every hub, Demo Shop and manage.py the tests start reads compiled modules (__pycache__/ is
 ## gitignored) instead of compiling the project again (about 10 s of CPU per collecting process).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n + n / 2 )))
-test: install browser node
+test: install browser node pgbouncer
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 ## Debian Chromium for the console tests (never a browser download of the test tool's own).
 browser:
 	@./scripts/ensure-chromium
+
+## Debian's PgBouncer for the tests that run the hub through a pooler in transaction mode.
+pgbouncer:
+	@./scripts/ensure-pgbouncer
 
 ## Node.js >= 20 and npm for the TypeScript MCP SDK test (which runs `npm ci` from its lock file).
 node:

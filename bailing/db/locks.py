@@ -12,7 +12,9 @@ second connection of this thread that stays open (idle, no statement running) un
 and then rolls back. Whatever pools the connections, an open transaction keeps its server
 connection, and its end — the rollback, or the connection dying with its process — releases the
 lock. Each thread keeps its lock connection for the next lock (``DB_CONN_MAX_AGE`` applies, as to
-Django's own), so a lock costs the same two round trips as before.
+Django's own), so a lock costs the same two round trips as before. A lock taken while the thread
+holds another is taken in a savepoint of the same transaction (one server connection per thread,
+never two).
 """
 
 from __future__ import annotations
@@ -44,13 +46,15 @@ def _new_connection() -> psycopg.Connection:
 
 
 class _Kept:
-    """This thread's lock connection. When the thread ends, its locals go and this closes the
-    connection (instead of leaving it to be reclaimed open)."""
+    """This thread's lock connection, and how many of its locks are held now (``depth``). When the
+    thread ends, its locals go and this closes the connection (instead of leaving it to be reclaimed
+    open)."""
 
-    __slots__ = ("conn", "opened")
+    __slots__ = ("conn", "depth", "opened")
 
     def __init__(self, conn: psycopg.Connection):
         self.conn = conn
+        self.depth = 0
         self.opened = time.monotonic()
 
     def __del__(self):
@@ -58,51 +62,68 @@ class _Kept:
             self.conn.close()
 
 
-def _connection() -> psycopg.Connection:
+def _kept() -> _Kept:
+    """This thread's lock connection: the one holding its outer locks while any is held, else a
+    usable one (reopened when closed, older than ``DB_CONN_MAX_AGE`` or left in a transaction)."""
     kept: _Kept | None = getattr(_local, "kept", None)
+    if kept is not None and kept.depth > 0 and not kept.conn.closed:
+        return kept
     max_age = connections["default"].settings_dict.get("CONN_MAX_AGE")
     if kept is not None and (
         kept.conn.closed
         or kept.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
         or (max_age is not None and time.monotonic() - kept.opened > max_age)
     ):
-        _discard(kept.conn)
+        _discard(kept)
         kept = None
     if kept is None:
         kept = _local.kept = _Kept(_new_connection())
-    return kept.conn
+    return kept
 
 
-def _discard(conn: psycopg.Connection) -> None:
-    kept = getattr(_local, "kept", None)
-    if kept is not None and kept.conn is conn:
+def _discard(kept: _Kept) -> None:
+    if getattr(_local, "kept", None) is kept:
         _local.kept = None
     with suppress(psycopg.Error):
-        conn.close()
+        kept.conn.close()
 
 
 @contextmanager
 def advisory_lock(namespace: int, key: int) -> Iterator[bool]:
     """Try to take the two-int4 advisory lock ``(namespace, key)`` without waiting; yields whether it
     was taken, and releases it when the block ends. A failure to reach the database raises, as any
-    query would (an outage: 503)."""
-    conn = _connection()
+    query would (an outage: 503).
+
+    Locks nest: one taken while this thread holds another (a call probing a sibling's lock under its
+    own) is taken in a savepoint of the same transaction, and rolling back to that savepoint releases
+    it alone; the outer lock stays held until its own block ends."""
+    kept = _kept()
+    savepoint = f"bailing_lock_{kept.depth}" if kept.depth else None
     try:
-        with conn.cursor() as cursor:
+        with kept.conn.cursor() as cursor:
+            if savepoint:
+                cursor.execute(f"SAVEPOINT {savepoint}")
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [namespace, key])
             held = bool(cursor.fetchone()[0])
     except psycopg.Error:
-        _discard(conn)
+        _discard(kept)
         raise
+    kept.depth += 1
     try:
         yield held
     finally:
+        kept.depth -= 1
         try:
-            conn.rollback()  # ends the lock's transaction: the lock goes with it
+            if savepoint:  # this lock alone: the outer ones stay with the transaction
+                with kept.conn.cursor() as cursor:
+                    cursor.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+                    cursor.execute(f"RELEASE SAVEPOINT {savepoint}")
+            else:
+                kept.conn.rollback()  # ends the lock's transaction: the lock goes with it
         except psycopg.Error:
-            _discard(conn)  # the connection is gone, and its transaction (and lock) with it
-        if connections["default"].settings_dict.get("CONN_MAX_AGE") == 0:
-            _discard(conn)  # DB_CONN_MAX_AGE=0: no connection is kept between requests
+            _discard(kept)  # the connection is gone, and its transaction (and locks) with it
+        if not savepoint and connections["default"].settings_dict.get("CONN_MAX_AGE") == 0:
+            _discard(kept)  # DB_CONN_MAX_AGE=0: no connection is kept between requests
 
 
 def close_all() -> None:

@@ -111,3 +111,28 @@ def test_with_conn_max_age_zero_no_lock_connection_is_kept():
         assert locks._local.kept is None
     finally:
         connection.settings_dict["CONN_MAX_AGE"] = before
+
+
+def test_a_lock_taken_under_another_is_released_alone_and_the_outer_one_stays_held():
+    # As a call probes a sibling's lock under its own (agent_runtime/services/invocations/gates.py).
+    outer, inner = KEY, KEY + 1
+
+    def elsewhere(key: int) -> bool:
+        def attempt():
+            with advisory_lock(NAMESPACE, key) as held:
+                return held
+
+        return _in_a_thread(attempt)
+
+    with advisory_lock(NAMESPACE, outer) as held_outer:
+        assert held_outer
+        connection_before = locks._local.kept.conn
+        with advisory_lock(NAMESPACE, inner) as held_inner:
+            assert held_inner
+            assert locks._local.kept.conn is connection_before  # one connection, one transaction
+            assert (elsewhere(outer), elsewhere(inner)) == (False, False)
+        assert (elsewhere(outer), elsewhere(inner)) == (False, True)
+        with advisory_lock(NAMESPACE, outer) as again:  # the same lock again, under itself: taken
+            assert again
+        assert elsewhere(outer) is False
+    assert (elsewhere(outer), elsewhere(inner)) == (True, True)

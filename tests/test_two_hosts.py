@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -262,3 +263,98 @@ def test_a_clients_rate_limit_is_counted_across_both_hosts(hosts):
     kb.writers.add(other)
     for host in hosts.both():
         assert host.get(f"/kb/{kb.kb_id}/docs", headers=bearer(other._token)).status_code == 200
+
+
+# --- 3. waits on A, approved in B's console, resumed on A: one write -----------------------------------
+
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+@pytest.fixture
+def shop():
+    from tests.support.demo_business import running_demo_business
+
+    with running_demo_business() as business:
+        yield business
+
+
+def console_sign_in(host: httpx.Client, username: str, password: str) -> None:
+    """As a person in a browser: the sign-in page (its CSRF cookie and form token), then the form post."""
+    page = host.get("/console/login/")
+    assert page.status_code == 200
+    token = CSRF_INPUT.search(page.text).group(1)
+    signed = host.post(
+        "/console/login/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+        headers={"Referer": str(page.url)},
+    )
+    assert signed.status_code == 302, signed.text[-2000:]
+    assert host.get("/console/").status_code == 200
+
+
+def test_a_write_made_on_a_and_approved_in_bs_console_is_sent_once_when_resumed_on_a(hosts, shop, settings):
+    from django.conf import global_settings
+    from django.urls import reverse
+
+    from agent_runtime.models import ToolApproval
+    from bailing.roles import roles_sync
+    from tests.factories import UserFactory
+    from tests.support.console import PASSWORD
+    from tests.support.invocations import (
+        INVOKE_URL,
+        agent,
+        console_decision,
+        invoke_body,
+        provider_for,
+        resume_url,
+        workspace,
+    )
+
+    # The approver's password is checked by host B, which hashes as shipped.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    roles_sync()
+    UserFactory(username="april", roles=["approver"])
+    provider_for(name="demo-shop", base_url=shop.base_url, secret=shop.secret)
+    workspace(
+        route_key="shop",
+        provider="demo-shop",
+        write_tools=["request_refund"],
+        force_approval=["request_refund"],
+    )
+    session = agent(route_key="shop", on_behalf_of="alice")
+    body = invoke_body(
+        session, "shop", "request_refund", {"order_id": "SO-1002", "amount": 650, "reason": "broken"}
+    )
+
+    waiting = hosts.a.post(INVOKE_URL, json=body, headers=bearer(session._access))
+    assert waiting.status_code == 200, waiting.text
+    assert waiting.json()["state"] == "awaiting_approval", waiting.json()
+    approval = ToolApproval.objects.get(pk=waiting.json()["approval_id"])
+
+    console_sign_in(hosts.b, "april", PASSWORD)
+    detail = hosts.b.get(reverse("console:approval_detail", args=[approval.pk]))
+    assert detail.status_code == 200
+    decide = reverse("console:approval_decide", args=[approval.pk])
+    confirm = hosts.b.get(decide + "?decision=approved")
+    assert confirm.status_code == 200
+    token = CSRF_INPUT.search(confirm.text).group(1)
+    form = {**console_decision(approval, "approved", comment="ok from B"), "csrfmiddlewaretoken": token}
+    decided = hosts.b.post(decide, data=form, headers={"Referer": str(confirm.url)})
+    assert decided.status_code == 302, decided.text[-2000:]
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.decision_source) == (
+        "approved",
+        "april",
+        "console",
+    )
+    assert shop.records()["refunds"] == []  # deciding sends nothing
+
+    resumed = hosts.a.post(resume_url(body["invocation_id"]), json={}, headers=bearer(session._access))
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["state"] == "executed", resumed.json()
+    # Resumed again on either host, the call is replayed, never sent again.
+    for host in (hosts.b, hosts.a):
+        again = host.post(resume_url(body["invocation_id"]), json={}, headers=bearer(session._access))
+        assert again.json()["state"] == "executed"
+    refunds = [r for r in shop.records()["refunds"] if r["order_id"] == "SO-1002"]
+    assert [(r["amount"], r["requested_by"]) for r in refunds] == [(650, "alice")]

@@ -33,11 +33,29 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from django.conf import settings
+from django.conf import global_settings, settings
+from django.urls import reverse
 
 from agent_client import pkce_pair
-from agent_runtime.models import AgentSession
-from tests.factories import ClientFactory
+from agent_runtime.config import validate_route_config
+from agent_runtime.models import AgentSession, ToolApproval
+from agent_runtime.services.config_apply import route_upsert
+from bailing.audit.actor import Actor
+from bailing.roles import roles_sync
+from knowledge.models import Document
+from tests.agent_runtime.services.test_rate_limits import wait_for_a_fresh_minute
+from tests.factories import ClientFactory, KnowledgeBaseFactory, UserFactory
+from tests.support.console import PASSWORD
+from tests.support.demo_business import running_demo_business
+from tests.support.invocations import (
+    INVOKE_URL,
+    agent,
+    console_decision,
+    invoke_body,
+    provider_for,
+    resume_url,
+    workspace,
+)
 from tests.support.live_hub import live_hub, test_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -241,8 +259,6 @@ LIMIT = 6
 
 
 def test_a_clients_rate_limit_is_counted_across_both_hosts(hosts):
-    from tests.agent_runtime.services.test_rate_limits import wait_for_a_fresh_minute
-    from tests.factories import KnowledgeBaseFactory
 
     writer = ClientFactory(rate_limit_per_min=LIMIT)
     kb = KnowledgeBaseFactory(embedding_provider="none", embedding_model="", embedding_dim=0)
@@ -272,7 +288,6 @@ CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 @pytest.fixture
 def shop():
-    from tests.support.demo_business import running_demo_business
 
     with running_demo_business() as business:
         yield business
@@ -293,22 +308,6 @@ def console_sign_in(host: httpx.Client, username: str, password: str) -> None:
 
 
 def test_a_write_made_on_a_and_approved_in_bs_console_is_sent_once_when_resumed_on_a(hosts, shop, settings):
-    from django.conf import global_settings
-    from django.urls import reverse
-
-    from agent_runtime.models import ToolApproval
-    from bailing.roles import roles_sync
-    from tests.factories import UserFactory
-    from tests.support.console import PASSWORD
-    from tests.support.invocations import (
-        INVOKE_URL,
-        agent,
-        console_decision,
-        invoke_body,
-        provider_for,
-        resume_url,
-        workspace,
-    )
 
     # The approver's password is checked by host B, which hashes as shipped.
     settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
@@ -358,3 +357,78 @@ def test_a_write_made_on_a_and_approved_in_bs_console_is_sent_once_when_resumed_
         assert again.json()["state"] == "executed"
     refunds = [r for r in shop.records()["refunds"] if r["order_id"] == "SO-1002"]
     assert [(r["amount"], r["requested_by"]) for r in refunds] == [(650, "alice")]
+
+
+# --- 4. a knowledge reference minted on A is read on B -------------------------------------------------
+
+REFUNDS = "Refunds for damaged parcels are paid back to the original card within fourteen days."
+
+
+def knowledge_url(route: str, action: str) -> str:
+    return f"/agent-api/v1/workspaces/{route}/knowledge/{action}"
+
+
+def test_a_knowledge_reference_minted_by_a_search_on_a_is_read_on_b(hosts):
+
+    writer = ClientFactory(rate_limit_per_min=0)
+    kb = KnowledgeBaseFactory(
+        kb_id="handbook", embedding_provider="none", embedding_model="", embedding_dim=0
+    )
+    kb.writers.add(writer)
+
+    data = validate_route_config(
+        {
+            "route_key": "docs",
+            "name": "Docs",
+            "permission": "readonly",
+            "knowledge": {"kb_ids": ["handbook"]},
+            "agent_client": {"enabled": True},
+        },
+        path="route",
+    )
+    route_upsert(data=data, actor=Actor.system("tests"))
+    session = agent(route_key="docs")
+
+    # Pushed through B, indexed by the knowledge worker, searched on A, read on B.
+    pushed = hosts.b.put(
+        "/kb/handbook/docs/refunds",
+        json={"title": "Refund policy", "content": f"# Refunds\n\n{REFUNDS}"},
+        headers=bearer(writer._token),
+    )
+    assert pushed.status_code == 200, pushed.text
+    wait_until(
+        lambda: Document.objects.filter(kb=kb, status=Document.Status.READY).exists(),
+        "the knowledge worker to index the pushed document",
+    )
+    found = hosts.a.post(
+        knowledge_url("docs", "search"),
+        json={"query": "refund damaged parcels"},
+        headers=bearer(session._access),
+    )
+    assert found.status_code == 200, found.text
+    [hint] = found.json()["hints"]
+    read = hosts.b.post(
+        knowledge_url("docs", "read"), json={"ref": hint["ref"]}, headers=bearer(session._access)
+    )
+    assert read.status_code == 200, read.text
+    document = read.json()
+    assert (document["ref"], document["revision"], document["title"]) == (
+        hint["ref"],
+        hint["revision"],
+        "Refund policy",
+    )
+    assert REFUNDS in document["content"]
+    assert document["knowledge_scope_revision"] == found.json()["knowledge_scope_revision"]
+    # The same reference on A reads the same bytes; a forged one is refused by both.
+    assert (
+        hosts.a.post(
+            knowledge_url("docs", "read"), json={"ref": hint["ref"]}, headers=bearer(session._access)
+        ).json()["content"]
+        == document["content"]
+    )
+    forged = hint["ref"][:-2] + ("AA" if not hint["ref"].endswith("AA") else "BB")
+    for host in hosts.both():
+        refused = host.post(
+            knowledge_url("docs", "read"), json={"ref": forged}, headers=bearer(session._access)
+        )
+        assert (refused.status_code, error_of(refused)) == (400, "knowledge_reference_invalid")

@@ -28,12 +28,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from django.conf import global_settings, settings
+from django.core.management import call_command
 from django.urls import reverse
 
 from agent_client import pkce_pair
@@ -52,6 +54,7 @@ from tests.support.invocations import (
     agent,
     console_decision,
     invoke_body,
+    new_invocation_id,
     provider_for,
     resume_url,
     workspace,
@@ -432,3 +435,80 @@ def test_a_knowledge_reference_minted_by_a_search_on_a_is_read_on_b(hosts):
             knowledge_url("docs", "read"), json={"ref": forged}, headers=bearer(session._access)
         )
         assert (refused.status_code, error_of(refused)) == (400, "knowledge_reference_invalid")
+
+
+# --- 5. one config apply, served by both hosts at once -------------------------------------------------
+
+DESK = """
+routes:
+  - route_key: desk
+    name: Order desk
+    permission: readwrite
+    tools:
+      sources:
+        - provider: demo-shop
+          allow: ["*"]
+      agent_direct:
+        enabled: true
+        write_tools: {write_tools}
+    knowledge:
+      kb_ids: [{kb}]
+    agent_client:
+      enabled: true
+"""
+
+
+def test_a_config_applied_once_is_served_by_both_hosts_at_once(hosts, shop, tmp_path):
+
+    provider_for(name="demo-shop", base_url=shop.base_url, secret=shop.secret)
+    for kb_id in ("kb-one", "kb-two"):
+        KnowledgeBaseFactory(kb_id=kb_id, embedding_provider="none", embedding_model="", embedding_dim=0)
+
+    def apply(write_tools: str, kb: str) -> None:
+        path = tmp_path / "hub.yaml"
+        path.write_text(DESK.format(write_tools=write_tools, kb=kb))
+        call_command("bailing_apply", str(path), stdout=StringIO(), stderr=StringIO())
+
+    def served(host: httpx.Client) -> tuple[str, set[str], str]:
+        catalog = host.get("/agent-api/v1/tools", params={"route": "desk"}, headers=bearer(session._access))
+        assert catalog.status_code == 200, catalog.text
+        scope = host.get(knowledge_url("desk", "capabilities"), headers=bearer(session._access))
+        assert scope.status_code == 200, scope.text
+        body = catalog.json()
+        return (
+            body["capability_revision"],
+            {tool["name"] for tool in body["tools"]},
+            scope.json()["knowledge_scope_revision"],
+        )
+
+    apply("[request_refund, cancel_order]", "kb-one")
+    session = agent(route_key="desk")
+    # Both hosts build (and cache) the first catalog and scope.
+    before = [served(host) for host in hosts.both()]
+    assert before[0] == before[1]
+    assert {"request_refund", "cancel_order"} <= before[0][1]
+
+    apply("[request_refund]", "kb-two")
+    after = [served(host) for host in (hosts.b, hosts.a)]
+    assert after[0] == after[1], "the hosts serve different catalogs or scopes after one apply"
+    revision, tools, scope = after[0]
+    assert "cancel_order" not in tools and "request_refund" in tools
+    assert revision != before[0][0] and scope != before[0][2]
+    # A call under the old revision is refused by both hosts (409 capability_changed), and under the
+    # new one the withdrawn write is not in the authorized set on either (404 tool_not_found).
+    for host, capability_revision, answer in (
+        (hosts.a, before[0][0], (409, "capability_changed")),
+        (hosts.b, before[0][0], (409, "capability_changed")),
+        (hosts.b, revision, (404, "tool_not_found")),
+        (hosts.a, revision, (404, "tool_not_found")),
+    ):
+        stale = {
+            "invocation_id": new_invocation_id(),
+            "route": "desk",
+            "tool": "cancel_order",
+            "arguments": {"order_id": "SO-1004", "reason": "changed mind"},
+            "capability_revision": capability_revision,
+        }
+        result = host.post(INVOKE_URL, json=stale, headers=bearer(session._access))
+        assert (result.status_code, error_of(result)) == answer, result.text
+    assert next(o for o in shop.records()["orders"] if o["order_id"] == "SO-1004")["status"] != "cancelled"

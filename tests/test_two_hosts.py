@@ -21,11 +21,13 @@ host B, over real HTTP, and checks that nothing a host keeps in its own memory c
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from io import StringIO
@@ -43,6 +45,7 @@ from agent_runtime.config import validate_route_config
 from agent_runtime.models import AgentSession, ToolApproval
 from agent_runtime.services.config_apply import route_upsert
 from bailing.audit.actor import Actor
+from bailing.audit.models import AuditEvent
 from bailing.roles import roles_sync
 from knowledge.models import Document
 from tests.agent_runtime.services.test_rate_limits import wait_for_a_fresh_minute
@@ -512,3 +515,72 @@ def test_a_config_applied_once_is_served_by_both_hosts_at_once(hosts, shop, tmp_
         result = host.post(INVOKE_URL, json=stale, headers=bearer(session._access))
         assert (result.status_code, error_of(result)) == answer, result.text
     assert next(o for o in shop.records()["orders"] if o["order_id"] == "SO-1004")["status"] != "cancelled"
+
+
+# --- 6. audit events appended by both hosts under load: one chain --------------------------------------
+
+PUSHERS_PER_HOST = 2
+PUSHES_EACH = 8
+
+
+def test_audit_events_appended_by_both_hosts_under_load_form_one_chain(hosts):
+    writer = ClientFactory(rate_limit_per_min=0)
+    kb = KnowledgeBaseFactory(kb_id="load", embedding_provider="none", embedding_model="", embedding_dim=0)
+    kb.writers.add(writer)
+    barrier = threading.Barrier(2 * PUSHERS_PER_HOST)
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def push(host: str, pusher: int) -> None:
+        with httpx.Client(base_url=hosts.urls[host], timeout=60, trust_env=False) as client:
+            barrier.wait(timeout=30)
+            for n in range(PUSHES_EACH):
+                name = f"{host.lower()}-{pusher}-{n}"
+                response = client.put(
+                    f"/kb/load/docs/{name}",
+                    json={
+                        "title": f"Note {name}",
+                        "content": f"# Note {name}\n\nReturns are checked on arrival.",
+                    },
+                    headers={**bearer(writer._token), "X-Request-Id": f"two-hosts-{name}"},
+                )
+                with lock:
+                    statuses.append(response.status_code)
+
+    threads = [
+        threading.Thread(target=push, args=(host, pusher))
+        for pusher in range(PUSHERS_PER_HOST)
+        for host in ("A", "B")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=DEADLINE)
+    assert not any(thread.is_alive() for thread in threads), "a pusher did not finish"
+    total = 2 * PUSHERS_PER_HOST * PUSHES_EACH
+    assert statuses == [200] * total
+    # The knowledge worker indexes them meanwhile (and audits that too): wait until it is done.
+    wait_until(
+        lambda: Document.objects.filter(kb=kb, status=Document.Status.READY).count() == total,
+        "the knowledge worker to index every pushed document",
+    )
+
+    # Each host appended its own share, each event once.
+    created = AuditEvent.objects.filter(
+        action="knowledge.document.created", request_id__startswith="two-hosts-"
+    )
+    by_host = sorted(request_id.split("-")[2] for request_id in created.values_list("request_id", flat=True))
+    assert by_host == ["a"] * (total // 2) + ["b"] * (total // 2)
+
+    out, err = StringIO(), StringIO()
+    call_command("approvals_audit_verify", stdout=out, stderr=err)
+    assert out.getvalue().startswith("audit chain ok: "), out.getvalue()
+    assert err.getvalue() == ""
+    # No fork: one dense sequence, every link's predecessor is the event before it.
+    chain = list(AuditEvent.objects.order_by("chain_seq").values_list("chain_seq", "prev_hash", "chain_hash"))
+    sealed = [link for link in chain if link[0] is not None]
+    seqs = [seq for seq, _, _ in sealed]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "the chain has gaps"
+    for (_, _, previous), (_, prev_hash, _) in itertools.pairwise(sealed):
+        assert prev_hash == previous, "two events claim the same predecessor"
+    assert len(sealed) >= total

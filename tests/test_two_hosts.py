@@ -42,7 +42,7 @@ from django.urls import reverse
 
 from agent_client import pkce_pair
 from agent_runtime.config import validate_route_config
-from agent_runtime.models import AgentSession, ToolApproval
+from agent_runtime.models import AgentSession, ToolApproval, ToolCallJournal, ToolInvocation
 from agent_runtime.services.config_apply import route_upsert
 from bailing.audit.actor import Actor
 from bailing.audit.models import AuditEvent
@@ -50,6 +50,7 @@ from bailing.roles import roles_sync
 from knowledge.models import Document
 from tests.agent_runtime.services.test_rate_limits import wait_for_a_fresh_minute
 from tests.factories import ClientFactory, KnowledgeBaseFactory, UserFactory
+from tests.support.chaos_business import running_chaos_business
 from tests.support.console import PASSWORD
 from tests.support.demo_business import running_demo_business
 from tests.support.invocations import (
@@ -59,6 +60,7 @@ from tests.support.invocations import (
     invoke_body,
     new_invocation_id,
     provider_for,
+    receipt_url,
     resume_url,
     workspace,
 )
@@ -584,3 +586,46 @@ def test_audit_events_appended_by_both_hosts_under_load_form_one_chain(hosts):
     for (_, _, previous), (_, prev_hash, _) in itertools.pairwise(sealed):
         assert prev_hash == previous, "two events claim the same predecessor"
     assert len(sealed) >= total
+
+
+# --- 7. an outcome unknown on A is never sent again through B -------------------------------------------
+
+CHAOS_WRITES = ["chaos_ok", "chaos_drop_after_write", "chaos_slow_ok"]
+
+
+@pytest.fixture
+def chaos():
+    with running_chaos_business() as business:
+        provider_for(name="chaos", base_url=business.base_url, secret=business.secret)
+        workspace(route_key="chaos", provider="chaos", write_tools=CHAOS_WRITES)
+        yield business
+
+
+def _never_sent_again_through_b(hosts: Hosts, session, body: dict, reason: str) -> None:
+    """On B (and then A again): the same invocation, its resume and its receipt all say the outcome is
+    unknown; nothing is dispatched."""
+    for host in (hosts.b, hosts.b, hosts.a, hosts.b):
+        again = host.post(INVOKE_URL, json=body, headers=bearer(session._access))
+        assert again.json()["state"] == "reconciliation_required", again.text
+        resumed = host.post(resume_url(body["invocation_id"]), json={}, headers=bearer(session._access))
+        assert resumed.json()["state"] == "reconciliation_required", resumed.text
+    receipt = hosts.b.get(receipt_url(body["invocation_id"]), headers=bearer(session._access)).json()
+    assert (receipt["dispatch_state"], receipt["journal_state"]) == ("attempted", "uncertain")
+    invocation = ToolInvocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation.reason_code == reason
+    assert invocation.journal.state == ToolCallJournal.State.UNCERTAIN
+
+
+def test_a_write_whose_answer_was_lost_on_a_is_never_sent_again_through_b(hosts, chaos):
+    session = agent(route_key="chaos")
+    body = invoke_body(session, "chaos", "chaos_drop_after_write", {"note": "lost on A"})
+    first = hosts.a.post(INVOKE_URL, json=body, headers=bearer(session._access))
+    assert first.status_code == 200, first.text
+    result = first.json()
+    assert (result["state"], result["ok"], result["auto_retry_allowed"]) == (
+        "reconciliation_required",
+        False,
+        False,
+    )
+    _never_sent_again_through_b(hosts, session, body, "connection_lost")
+    assert (chaos.calls("chaos_drop_after_write"), chaos.writes("chaos_drop_after_write")) == (1, 1)

@@ -35,6 +35,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import psutil
 import pytest
 from django.conf import global_settings, settings
 from django.core.management import call_command
@@ -629,3 +630,50 @@ def test_a_write_whose_answer_was_lost_on_a_is_never_sent_again_through_b(hosts,
     )
     _never_sent_again_through_b(hosts, session, body, "connection_lost")
     assert (chaos.calls("chaos_drop_after_write"), chaos.writes("chaos_drop_after_write")) == (1, 1)
+
+
+def _gunicorn_worker_of(url: str) -> psutil.Process:
+    """The one gunicorn worker behind the host at ``url`` (front → gunicorn master → worker)."""
+    port = url.rsplit(":", 1)[1]
+    [front] = [
+        process
+        for process in psutil.Process().children(recursive=True)
+        if process.cmdline()[1:3] == ["-m", "front"]
+        and process.environ().get("BAILING_BIND", "").endswith(port)
+    ]
+    [master] = front.children()
+    [worker] = master.children()
+    return worker
+
+
+def test_a_write_in_flight_when_as_worker_is_killed_is_never_sent_again_through_b(hosts, chaos):
+    session = agent(route_key="chaos")
+    body = invoke_body(session, "chaos", "chaos_slow_ok", {"delay_ms": 1500, "note": "killed on A"})
+    outcome: dict = {}
+
+    def call() -> None:
+        try:
+            with httpx.Client(base_url=hosts.urls["A"], timeout=30, trust_env=False) as client:
+                outcome["response"] = client.post(INVOKE_URL, json=body, headers=bearer(session._access))
+        except httpx.HTTPError as exc:
+            outcome["error"] = type(exc).__name__
+
+    worker = _gunicorn_worker_of(hosts.urls["A"])
+    caller = threading.Thread(target=call)
+    caller.start()
+    wait_until(lambda: chaos.calls("chaos_slow_ok") == 1, "the business request to arrive from A")
+    assert ToolInvocation.objects.get(invocation_id=body["invocation_id"]).status == "dispatching"
+    worker.send_signal(signal.SIGKILL)
+    caller.join(timeout=DEADLINE)
+    assert not caller.is_alive()
+    assert "response" not in outcome or outcome["response"].status_code >= 500, outcome
+    # The business finishes its write regardless; host A never learnt it.
+    wait_until(lambda: chaos.writes("chaos_slow_ok") == 1, "the business to finish the write")
+
+    # B sees the attempt of a dead worker as an unknown outcome at once, and never sends it.
+    resumed = hosts.b.post(resume_url(body["invocation_id"]), json={}, headers=bearer(session._access))
+    assert resumed.json()["state"] == "reconciliation_required", resumed.text
+    # A, with its new worker, says the same.
+    wait_until(lambda: hosts.a.get("/health").status_code == 200, "host A's new worker")
+    _never_sent_again_through_b(hosts, session, body, "worker_lost")
+    assert (chaos.calls("chaos_slow_ok"), chaos.writes("chaos_slow_ok")) == (1, 1)

@@ -15,7 +15,12 @@ host B, over real HTTP, and checks that nothing a host keeps in its own memory c
 * a configuration applied once (``bailing_apply``) is what both hosts serve at once;
 * audit events appended by both hosts under concurrent load form one chain that
   ``approvals_audit_verify`` accepts;
-* a write whose outcome is unknown on A is never sent again through B.
+* a write whose outcome is unknown on A (the answer dropped, or A's gunicorn worker killed while the
+  business system holds the request) is never sent again through B;
+* an MCP client signed in on A (registration, authorization, consent in A's console, code exchange)
+  lists and calls tools on B, and a refresh on B gives a token that works on A.
+
+Business writes are counted on the business side (the Demo Shop, the chaos business server).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from bailing.roles import roles_sync
 from knowledge.models import Document
 from tests.agent_runtime.services.test_rate_limits import wait_for_a_fresh_minute
 from tests.factories import ClientFactory, KnowledgeBaseFactory, UserFactory
+from tests.mcp_server.support import modern_headers, modern_message
 from tests.support.chaos_business import running_chaos_business
 from tests.support.console import PASSWORD
 from tests.support.demo_business import running_demo_business
@@ -677,3 +683,129 @@ def test_a_write_in_flight_when_as_worker_is_killed_is_never_sent_again_through_
     wait_until(lambda: hosts.a.get("/health").status_code == 200, "host A's new worker")
     _never_sent_again_through_b(hosts, session, body, "worker_lost")
     assert (chaos.calls("chaos_slow_ok"), chaos.writes("chaos_slow_ok")) == (1, 1)
+
+
+# --- 8. an MCP sign-in on A, MCP tool calls on B --------------------------------------------------------
+
+MCP_REDIRECT = "http://127.0.0.1:33418/callback"
+
+
+def mcp_call(host: httpx.Client, route: str, token: str, method: str, params: dict | None = None):
+    message = modern_message(method, params)
+    return host.post(
+        f"/mcp/{route}",
+        json=message,
+        headers={**modern_headers(message), **bearer(token), "Accept": "application/json, text/event-stream"},
+    )
+
+
+def test_an_mcp_client_signed_in_on_a_calls_tools_on_b(hosts, shop, settings):
+    # alice, a customer of the Demo Shop, signs in on host A, which checks passwords with the shipped hashers.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    roles_sync()
+    UserFactory(username="alice", roles=["administrator"])
+    provider_for(name="demo-shop", base_url=shop.base_url, secret=shop.secret)
+    workspace(route_key="mcp-desk", provider="demo-shop", write_tools=["create_ticket"])
+    ClientFactory(app_id="mcp-agent", hub_consent=True, mcp_sign_in=True, allowed_routes=["mcp-desk"])
+    # Both hosts answer under one public URL (what a load balancer in front of them is).
+    public = settings.BAILING_PUBLIC_URL
+    resource = f"{public}/mcp/mcp-desk"
+
+    # The sign-in, all on A: registration, authorization, consent in the console, code exchange.
+    registered = hosts.a.post(
+        "/oauth/register", json={"redirect_uris": [MCP_REDIRECT], "client_name": "Claude"}
+    )
+    assert registered.status_code == 201, registered.text
+    client_id = registered.json()["client_id"]
+    verifier, challenge = pkce_pair()
+    with httpx.Client(base_url=hosts.urls["A"], timeout=30, trust_env=False) as browser:
+        authorize = browser.get(
+            "/oauth/authorize",
+            params={
+                "response_type": "code",
+                "client_id": client_id,
+                "redirect_uri": MCP_REDIRECT,
+                "state": "state-0123456789",
+                "code_challenge": challenge,
+                "code_challenge_method": "S256",
+                "resource": resource,
+                "scope": "knowledge:read tools:call",
+            },
+        )
+        assert authorize.status_code == 302, authorize.text
+        consent_url = urlsplit(authorize.headers["Location"])
+        assert (
+            f"{consent_url.scheme}://{consent_url.netloc}{consent_url.path}" == f"{public}/console/consent/"
+        )
+        console_sign_in(browser, "alice", PASSWORD)
+        consent = browser.get(f"{consent_url.path}?{consent_url.query}")
+        assert consent.status_code == 200, consent.text[-2000:]
+        authorization_id = parse_qs(consent_url.query)["authorization_id"][0]
+        approved = browser.post(
+            consent_url.path,
+            data={
+                "csrfmiddlewaretoken": CSRF_INPUT.search(consent.text).group(1),
+                "authorization_id": authorization_id,
+                "routes": "mcp-desk",
+                "decision": "approve",
+            },
+            headers={"Referer": str(consent.url)},
+        )
+    assert approved.status_code == 302, approved.text[-2000:]
+    callback = urlsplit(approved.headers["Location"])
+    assert f"{callback.scheme}://{callback.netloc}{callback.path}" == MCP_REDIRECT
+    code = parse_qs(callback.query)["code"][0]
+    exchanged = hosts.a.post(
+        "/oauth/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": MCP_REDIRECT,
+            "client_id": client_id,
+            "code_verifier": verifier,
+            "resource": resource,
+        },
+    )
+    assert exchanged.status_code == 200, exchanged.text
+    tokens = exchanged.json()
+
+    # The tools, on B: the list the scopes cover, then a business write through call_tool, once.
+    listed = mcp_call(hosts.b, "mcp-desk", tokens["access_token"], "tools/list")
+    assert listed.status_code == 200, listed.text
+    names = {tool["name"] for tool in listed.json()["result"]["tools"]}
+    assert {"search_knowledge", "find_tools", "call_tool", "create_ticket"} <= names
+    invocation_id = new_invocation_id()
+    arguments = {
+        "name": "create_ticket",
+        "arguments": {"subject": "From B", "message": "signed in on A"},
+        "invocation_id": invocation_id,
+    }
+    for host in (hosts.b, hosts.a):  # the retry on A is a replay of B's call
+        called = mcp_call(
+            host,
+            "mcp-desk",
+            tokens["access_token"],
+            "tools/call",
+            {"name": "call_tool", "arguments": arguments},
+        )
+        assert called.status_code == 200, called.text
+        result = called.json()["result"]
+        assert result["structuredContent"]["invocation_id"] == invocation_id
+        assert result["structuredContent"]["state"] == "executed", result
+    assert [t["subject"] for t in shop.records()["tickets"]] == ["From B"]
+
+    # Refreshed on B, the new token works on A and the old one on neither.
+    refreshed = hosts.b.post(
+        "/oauth/token",
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": tokens["refresh_token"],
+            "client_id": client_id,
+            "resource": resource,
+        },
+    )
+    assert refreshed.status_code == 200, refreshed.text
+    new = refreshed.json()
+    assert mcp_call(hosts.a, "mcp-desk", new["access_token"], "tools/list").status_code == 200
+    for host in hosts.both():
+        assert mcp_call(host, "mcp-desk", tokens["access_token"], "tools/list").status_code == 401

@@ -654,31 +654,51 @@ def _gunicorn_worker_of(url: str) -> psutil.Process:
 
 def test_a_write_in_flight_when_as_worker_is_killed_is_never_sent_again_through_b(hosts, chaos):
     session = agent(route_key="chaos")
-    body = invoke_body(session, "chaos", "chaos_slow_ok", {"delay_ms": 1500, "note": "killed on A"})
+    # Held by the business until released (at most this long): the dispatch is in flight meanwhile.
+    body = invoke_body(session, "chaos", "chaos_slow_ok", {"delay_ms": 30_000, "note": "killed on A"})
     outcome: dict = {}
 
     def call() -> None:
         try:
-            with httpx.Client(base_url=hosts.urls["A"], timeout=30, trust_env=False) as client:
+            with httpx.Client(base_url=hosts.urls["A"], timeout=60, trust_env=False) as client:
                 outcome["response"] = client.post(INVOKE_URL, json=body, headers=bearer(session._access))
         except httpx.HTTPError as exc:
             outcome["error"] = type(exc).__name__
 
+    def resume_on_b() -> dict:
+        return hosts.b.post(
+            resume_url(body["invocation_id"]), json={}, headers=bearer(session._access)
+        ).json()
+
     worker = _gunicorn_worker_of(hosts.urls["A"])
+    chaos.hold_slow_calls()
     caller = threading.Thread(target=call)
     caller.start()
-    wait_until(lambda: chaos.calls("chaos_slow_ok") == 1, "the business request to arrive from A")
-    assert ToolInvocation.objects.get(invocation_id=body["invocation_id"]).status == "dispatching"
-    worker.send_signal(signal.SIGKILL)
-    caller.join(timeout=DEADLINE)
-    assert not caller.is_alive()
+    try:
+        wait_until(lambda: chaos.calls("chaos_slow_ok") == 1, "the business request to arrive from A")
+        assert ToolInvocation.objects.get(invocation_id=body["invocation_id"]).status == "dispatching"
+        # While A's worker is alive and waiting on the business, B neither sends it nor calls it lost.
+        busy = resume_on_b()
+        assert (busy["state"], busy["auto_retry_allowed"]) == ("in_progress", True), busy
+        worker.send_signal(signal.SIGKILL)
+        caller.join(timeout=DEADLINE)
+        assert not caller.is_alive()
+    finally:
+        chaos.release_slow_calls()  # the business performs the write; host A never learns it
     assert "response" not in outcome or outcome["response"].status_code >= 500, outcome
-    # The business finishes its write regardless; host A never learnt it.
     wait_until(lambda: chaos.writes("chaos_slow_ok") == 1, "the business to finish the write")
 
-    # B sees the attempt of a dead worker as an unknown outcome at once, and never sends it.
-    resumed = hosts.b.post(resume_url(body["invocation_id"]), json={}, headers=bearer(session._access))
-    assert resumed.json()["state"] == "reconciliation_required", resumed.text
+    # Once PostgreSQL has ended the dead worker's connection (and its lock), B finds the attempt
+    # abandoned: an unknown outcome, never a new dispatch.
+    answers: list[str] = []
+    wait_until(
+        lambda: answers.append(resume_on_b()["state"]) or answers[-1] != "in_progress",
+        "B to find the dead worker's attempt abandoned",
+    )
+    assert (
+        set(answers) <= {"in_progress", "reconciliation_required"}
+        and answers[-1] == "reconciliation_required"
+    )
     # A, with its new worker, says the same.
     wait_until(lambda: hosts.a.get("/health").status_code == 200, "host A's new worker")
     _never_sent_again_through_b(hosts, session, body, "worker_lost")

@@ -279,7 +279,7 @@ def test_a_clients_rate_limit_is_counted_across_both_hosts(hosts):
     kb = KnowledgeBaseFactory(embedding_provider="none", embedding_model="", embedding_dim=0)
     kb.writers.add(writer)
     # The window is a fixed minute: every request below must fall in one.
-    wait_for_a_fresh_minute(margin=15)
+    wait_for_a_fresh_minute()
     statuses = []
     for index in range(LIMIT):
         host = hosts.a if index % 2 == 0 else hosts.b

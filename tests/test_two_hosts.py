@@ -137,6 +137,21 @@ class Hosts:
     def both(self) -> tuple[httpx.Client, httpx.Client]:
         return self.a, self.b
 
+    def browser(self, host: str) -> httpx.Client:
+        """A person's browser on ``host``: a client of its own, with its own cookies."""
+        return httpx.Client(base_url=self.urls[host], timeout=30, trust_env=False)
+
+    def wait_indexed(self, condition, what: str) -> None:
+        """``wait_until`` for the knowledge worker's work, failing with its log if it exited."""
+
+        def done() -> bool:
+            if self.worker.poll() is not None:
+                log = (self.logs / "knowledge-worker.log").read_text()[-3000:]
+                raise AssertionError(f"the knowledge worker exited ({self.worker.returncode}):\n{log}")
+            return condition()
+
+        wait_until(done, what)
+
     def close(self) -> None:
         self.a.close()
         self.b.close()
@@ -345,15 +360,16 @@ def test_a_write_made_on_a_and_approved_in_bs_console_is_sent_once_when_resumed_
     assert waiting.json()["state"] == "awaiting_approval", waiting.json()
     approval = ToolApproval.objects.get(pk=waiting.json()["approval_id"])
 
-    console_sign_in(hosts.b, "april", PASSWORD)
-    detail = hosts.b.get(reverse("console:approval_detail", args=[approval.pk]))
-    assert detail.status_code == 200
-    decide = reverse("console:approval_decide", args=[approval.pk])
-    confirm = hosts.b.get(decide + "?decision=approved")
-    assert confirm.status_code == 200
-    token = CSRF_INPUT.search(confirm.text).group(1)
-    form = {**console_decision(approval, "approved", comment="ok from B"), "csrfmiddlewaretoken": token}
-    decided = hosts.b.post(decide, data=form, headers={"Referer": str(confirm.url)})
+    with hosts.browser("B") as browser:
+        console_sign_in(browser, "april", PASSWORD)
+        detail = browser.get(reverse("console:approval_detail", args=[approval.pk]))
+        assert detail.status_code == 200
+        decide = reverse("console:approval_decide", args=[approval.pk])
+        confirm = browser.get(decide + "?decision=approved")
+        assert confirm.status_code == 200
+        token = CSRF_INPUT.search(confirm.text).group(1)
+        form = {**console_decision(approval, "approved", comment="ok from B"), "csrfmiddlewaretoken": token}
+        decided = browser.post(decide, data=form, headers={"Referer": str(confirm.url)})
     assert decided.status_code == 302, decided.text[-2000:]
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.decision_source) == (
@@ -411,7 +427,7 @@ def test_a_knowledge_reference_minted_by_a_search_on_a_is_read_on_b(hosts):
         headers=bearer(writer._token),
     )
     assert pushed.status_code == 200, pushed.text
-    wait_until(
+    hosts.wait_indexed(
         lambda: Document.objects.filter(kb=kb, status=Document.Status.READY).exists(),
         "the knowledge worker to index the pushed document",
     )
@@ -569,7 +585,7 @@ def test_audit_events_appended_by_both_hosts_under_load_form_one_chain(hosts):
     total = 2 * PUSHERS_PER_HOST * PUSHES_EACH
     assert statuses == [200] * total
     # The knowledge worker indexes them meanwhile (and audits that too): wait until it is done.
-    wait_until(
+    hosts.wait_indexed(
         lambda: Document.objects.filter(kb=kb, status=Document.Status.READY).count() == total,
         "the knowledge worker to index every pushed document",
     )
@@ -738,7 +754,7 @@ def test_an_mcp_client_signed_in_on_a_calls_tools_on_b(hosts, shop, settings):
     assert registered.status_code == 201, registered.text
     client_id = registered.json()["client_id"]
     verifier, challenge = pkce_pair()
-    with httpx.Client(base_url=hosts.urls["A"], timeout=30, trust_env=False) as browser:
+    with hosts.browser("A") as browser:
         authorize = browser.get(
             "/oauth/authorize",
             params={

@@ -2,8 +2,8 @@
 and providers.
 
 * ``Client.rate_limit_per_min`` (0 = unlimited): one bucket per client for everything it calls on the
-  business and agent surfaces (knowledge search, the push API, tool invocations). Every request that
-  authenticated counts, including ones later refused. Past the limit the push API answers 429
+  business surfaces: the push API and tool invocations (knowledge search does not count). On the push
+  API every request that authenticated counts, including ones later refused. Past the limit the push API answers 429
   ``rate_limited``; a tool invocation answers ``rejected_before_dispatch`` with ``retry_after_ms``
   (docs/protocol.md "Rate limits and throttles"). The window is fixed, where BailingHub's slides
   (docs/compatibility.md "Client rate limits").

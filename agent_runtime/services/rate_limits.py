@@ -3,10 +3,10 @@ and providers.
 
 * ``Client.rate_limit_per_min`` (0 = unlimited): one bucket per client for everything it calls on the
   business surfaces: the push API and tool invocations (knowledge search does not count). On the push
-  API every request that authenticated counts, including ones later refused. Past the limit the push API answers 429
-  ``rate_limited``; a tool invocation answers ``rejected_before_dispatch`` with ``retry_after_ms``
-  (docs/protocol.md "Rate limits and throttles"). The window is fixed, where BailingHub's slides
-  (docs/compatibility.md "Client rate limits").
+  API every request that authenticated counts, including ones later refused. Past the limit the push
+  API answers 429 ``rate_limited``; a tool invocation answers ``rejected_before_dispatch`` with
+  ``retry_after_ms`` (docs/protocol.md "Rate limits and throttles"). The window is fixed, where
+  BailingHub's slides (docs/compatibility.md "Client rate limits").
 * Tool dispatch: an ACC ``execution.rate_limit`` (``count`` per ``1s|1m|1h|1d``) per tool and the
   provider's ``rate_limit_per_min`` across all its tools (0 = unlimited), counted when a request is
   about to be sent.

@@ -67,7 +67,10 @@ def pre_fork(server, worker):
     # prepared statements would collide in the one server session they share.
     from django.db import connections
 
+    from bailing.db import locks
+
     connections.close_all()
+    locks.close_all()  # the advisory locks' own connections (bailing/db/locks.py), by the same rule
 
 
 def post_fork(server, worker):

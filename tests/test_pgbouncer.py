@@ -27,7 +27,6 @@ import httpx
 import psycopg
 import pytest
 
-from front.launcher import stop_process
 from tests.support.demo_business import running_demo_business
 from tests.support.invocations import (
     INVOKE_URL,
@@ -38,7 +37,7 @@ from tests.support.invocations import (
     resume_url,
     workspace,
 )
-from tests.support.live_hub import live_hub
+from tests.support.live_hub import knowledge_worker_running, live_hub
 from tests.support.pgbouncer import pgbouncer_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,19 +66,8 @@ def shop():
 def worker(bouncer, tmp_path_factory):
     """A knowledge worker through the pooler too (its queue claims and heartbeat): readiness needs one."""
     log = tmp_path_factory.mktemp("pgbouncer-worker") / "worker.log"
-    env = {**os.environ, "DATABASE_URL": bouncer, **POOLED, "BAILING_EMBEDDING_THREADS": "1"}
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "knowledge_worker", "--idle-max", "0.5"],
-            cwd=ROOT,
-            env=env,
-            stdout=output,
-            stderr=output,
-        )
-    try:
+    with knowledge_worker_running(log, args=("--idle-max", "0.5"), env={"DATABASE_URL": bouncer, **POOLED}):
         yield log
-    finally:
-        stop_process(process, timeout=20)
 
 
 @pytest.fixture(scope="module")

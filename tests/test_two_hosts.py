@@ -25,13 +25,10 @@ Business writes are counted on the business side (the Demo Shop, the chaos busin
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -71,11 +68,10 @@ from tests.support.invocations import (
     resume_url,
     workspace,
 )
-from tests.support.live_hub import live_hub, test_database_url
+from tests.support.live_hub import knowledge_worker_running, live_hub
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[1]
 AGENT_AUTH = "/agent-auth/v1"
 REDIRECT = "http://127.0.0.1:53682/callback"
 DEADLINE = 60.0
@@ -94,34 +90,6 @@ def _host_env(folder: Path) -> dict[str, str]:
         "GUNICORN_THREADS": "4",
         "SECRET_KEY": settings.SECRET_KEY,
     }
-
-
-@contextlib.contextmanager
-def _knowledge_worker(log: Path) -> Iterator[subprocess.Popen]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": test_database_url(),
-        "SECRET_KEY": settings.SECRET_KEY,
-        "BAILING_EMBEDDING_THREADS": "1",
-    }
-    with log.open("w") as stderr:
-        worker = subprocess.Popen(
-            [sys.executable, "manage.py", "knowledge_worker", "--batch", "3", "--idle-max", "0.2"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        yield worker
-    finally:
-        if worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
 
 
 class Hosts:
@@ -165,7 +133,11 @@ def hosts(django_db_setup, tmp_path_factory) -> Iterator[Hosts]:
     with (
         live_hub(folder / "a", _host_env(folder / "a")) as a,
         live_hub(folder / "b", _host_env(folder / "b")) as b,
-        _knowledge_worker(folder / "knowledge-worker.log") as worker,
+        knowledge_worker_running(
+            folder / "knowledge-worker.log",
+            args=("--batch", "3", "--idle-max", "0.2"),
+            env={"SECRET_KEY": settings.SECRET_KEY},
+        ) as worker,
     ):
         pair = Hosts(a, b, worker, folder)
         try:

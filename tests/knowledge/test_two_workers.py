@@ -5,11 +5,9 @@ LOCKED`` (knowledge/services/queue.py), which is what several workers on several
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -22,11 +20,10 @@ from bailing.audit.actor import Actor
 from knowledge.models import Chunk, Document, WorkerHeartbeat
 from knowledge.services.documents import document_put
 from tests.factories import KnowledgeBaseFactory
-from tests.support.live_hub import test_database_url
+from tests.support.live_hub import knowledge_worker_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 WRITERS = 4
 PER_WRITER = 15
 DEADLINE = 120.0
@@ -37,16 +34,7 @@ PARAGRAPH = (
 
 
 def _worker(log: Path) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "BAILING_EMBEDDING_THREADS": "1"}
-    with log.open("w") as stderr:  # the child holds its own copy of the descriptor
-        return subprocess.Popen(
-            [sys.executable, "manage.py", "knowledge_worker", "--batch", "3", "--idle-max", "0.2"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
+    return knowledge_worker_start(log, args=("--batch", "3", "--idle-max", "0.2"), stdout=subprocess.PIPE)
 
 
 def _wait(condition, what: str, workers: list[subprocess.Popen], logs: list[Path]) -> None:

@@ -353,6 +353,8 @@ class _Connection:
         self.reader, self.writer = reader, writer
         self.peer = writer.get_extra_info("peername")
         self.local = writer.get_extra_info("sockname")
+        # Whether the peer may name the client (X-Forwarded-For): decided once per connection.
+        self.trusted = front.trusted(self.peer)
         self.http = h11.Connection(h11.SERVER, max_incomplete_event_size=self.config.max_header_bytes)
         self.head = bytearray()
         self.eof = False
@@ -378,7 +380,8 @@ class _Connection:
         if remaining <= 0:
             return False
         try:
-            data = await asyncio.wait_for(self.reader.read(_READ), remaining)
+            async with asyncio.timeout(remaining):
+                data = await self.reader.read(_READ)
         except TimeoutError:
             return False
         if not data:
@@ -532,7 +535,7 @@ class _Connection:
             self.front.busy -= 1
 
     def _upstream_headers(self, request: h11.Request, body: bytes, framed: bool) -> list[tuple[bytes, bytes]]:
-        trusted = self.front.trusted(self.peer)
+        trusted = self.trusted
         headers = [
             (name, value)
             for name, value in request.headers
@@ -564,7 +567,7 @@ class _Connection:
         config = self.config
         upstream = h11.Connection(h11.CLIENT)
         client = self.peer
-        if self.front.trusted(self.peer):
+        if self.trusted:
             named = forwarded_client(request.headers)
             if named is not None:
                 client = (named, 0)
@@ -594,7 +597,8 @@ class _Connection:
                 try:
                     if remaining <= 0:
                         raise TimeoutError
-                    data = await asyncio.wait_for(up_reader.read(_READ), remaining)
+                    async with asyncio.timeout(remaining):
+                        data = await up_reader.read(_READ)
                 except TimeoutError:
                     if answered:
                         raise _Gone() from None
@@ -627,7 +631,8 @@ class _Connection:
 
     async def _drain(self) -> None:
         try:
-            await asyncio.wait_for(self.writer.drain(), self.config.send_timeout)
+            async with asyncio.timeout(self.config.send_timeout):
+                await self.writer.drain()
         except TimeoutError:
             raise _Gone() from None
 

@@ -82,3 +82,42 @@ def test_bad_options_are_refused_before_anything_starts(tmp_path):
     bad.write_text('{"schema": "something else"}')
     with pytest.raises(CommandError):
         call_command("bailing_bench", baseline=bad)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_front_suite_compares_both_topologies_and_holds_idle_connections(tmp_path):
+    """``--suite front`` on the bare endpoint: gunicorn alone and the front before gunicorn, both
+    measured in the round, the front's own CPU counted, idle connections held and all still open."""
+    from benchmarks.front import FRONT_SCHEMA
+
+    before = _children()
+    result_path, plot_path = tmp_path / "front.json", tmp_path / "front.png"
+    call_command(
+        "bailing_bench",
+        suite="front",
+        only=["bare"],
+        rounds=1,
+        duration=1,
+        warmup=0,
+        connections=2,
+        workers=1,
+        threads=2,
+        idle=40,
+        json=result_path,
+        plot=plot_path,
+    )
+    assert _children() <= before  # both hubs (and the front's gunicorn) are gone
+
+    result = json.loads(result_path.read_text())
+    assert result["schema"] == FRONT_SCHEMA
+    (bare,) = result["endpoints"]
+    assert bare["key"] == "bare" and bare["goal"] == 0.9
+    assert {run["topology"] for run in result["runs"]} == {"direct", "front"}
+    for run in result["runs"]:
+        assert run["requests"] > 0 and run["errors"] == 0
+        assert (run["cpu_ticks_front"] is not None) == (run["topology"] == "front")
+    assert bare["front_over_direct_rps"] > 0
+    idle = result["idle"]
+    assert idle["connections"] == 40 and idle["still_open"] == 40
+    assert idle["front_rss_kib_held"] > 0 and idle["bare_under_idle"]["errors"] == 0
+    assert _png_size(plot_path)[0] > 0

@@ -344,12 +344,20 @@ class Command(BaseCommand):
         calls.add_server_arguments(parser)
         parser.add_argument(
             "--suite",
-            choices=("endpoints", "invocations", "data-policy"),
+            choices=("endpoints", "invocations", "data-policy", "front"),
             default="endpoints",
             help="endpoints: agent endpoints against a bare DRF endpoint; invocations: the governed call "
             "path against the same signed call sent directly (bailing_bench_calls); data-policy: the tool "
             "invocation and knowledge search endpoints with the workspace's data policy off and on "
-            "(every built-in detector, redact), interleaved",
+            "(every built-in detector, redact), interleaved; front: the server as shipped (the front before "
+            "gunicorn) against gunicorn alone on the bare endpoint and three agent endpoints, then idle "
+            "keep-alive connections held by the front",
+        )
+        parser.add_argument(
+            "--idle",
+            type=int,
+            default=2000,
+            help="--suite front: idle keep-alive connections to hold open (default 2000; 0: skip)",
         )
         parser.add_argument(
             "--only",
@@ -810,6 +818,9 @@ class Command(BaseCommand):
                 raise CommandError("--plot needs matplotlib (pip install 'matplotlib>=3.8')") from None
 
     def handle(self, *args, **options):
+        if options["suite"] == "front":
+            self._front_suite(options)
+            return
         if options["suite"] == "data-policy":
             self._data_policy_suite(options)
             return
@@ -1321,6 +1332,70 @@ class Command(BaseCommand):
             ]
 
         return order_of
+
+    def _front_suite(self, options) -> None:
+        from benchmarks import front
+
+        self._check_options(options)
+        if options["baseline"] is not None:
+            raise CommandError("--baseline is for the endpoints suite")
+        if options["worker_class"]:
+            raise CommandError("--suite front runs the configured worker class (no --worker-class)")
+        if options["idle"] < 0:
+            raise CommandError("--idle must not be negative")
+        server_options = calls.server_options(options)
+        started_at = datetime.now(UTC)
+        machine_before = machine_info()
+        postgres, pg_version = _postgres()
+        try:
+            result = front.run(self, options, server_options, secrets.token_hex(20), postgres)
+        finally:
+            self._cleanup()
+        result.update(
+            started_at=started_at.isoformat(),
+            machine=machine_before,
+            postgres=pg_version,
+            git=git_commit(Path(settings.BASE_DIR)),
+            options={key: options[key] for key in ("duration", "rounds", "warmup", "connections", "idle")}
+            | {"workers": server_options["workers"], "threads": server_options["threads"]},
+        )
+        self._front_report(result)
+        if options["json"] is not None:
+            options["json"].write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+            self.stdout.write(f"figures written to {options['json']}")
+        if options["plot"] is not None:
+            front.plot_front(options["plot"], result)
+            self.stdout.write(f"plot written to {options['plot']}")
+
+    def _front_report(self, result: dict) -> None:
+        from benchmarks.front import FRONT_GOAL, IDLE_P99_GOAL
+
+        def number(value, digits=2):
+            return "n/a" if value is None else f"{value:.{digits}f}"
+
+        self.stdout.write("\nthe front vs gunicorn alone (medians over rounds)")
+        self.stdout.write(
+            f"{'endpoint':40} {'direct r/s':>10} {'front r/s':>10} {'ratio':>6} {'p99 ratio':>9} "
+            f"{'front ms CPU/req':>16}"
+        )
+        for endpoint in result["endpoints"]:
+            goal = f"  (goal ≥ {FRONT_GOAL}: {'met' if endpoint['meets_goal'] else 'NOT met'})"
+            self.stdout.write(
+                f"{endpoint['name'][:40]:40} {number(endpoint['direct']['rps'], 1):>10} "
+                f"{number(endpoint['front']['rps'], 1):>10} {number(endpoint['front_over_direct_rps']):>6} "
+                f"{number(endpoint['front_over_direct_p99']):>9} "
+                f"{number(endpoint['front_cpu_ms_per_request'], 3):>16}" + (goal if endpoint["goal"] else "")
+            )
+        idle = result["idle"]
+        if idle:
+            self.stdout.write(
+                f"\n{idle['connections']} idle connections: {idle['still_open']} still open, "
+                f"{number(idle['kib_per_connection'])} KiB each in the front, front CPU while idle "
+                f"{number(idle['front_cpu_ms_per_second_idle'])} ms/s; bare endpoint meanwhile "
+                f"{number(idle['bare_under_idle']['rps'], 1)} req/s, p99 "
+                f"{number(idle['bare_under_idle']['p99_ms'])} ms = {number(idle['p99_over_without'])}× "
+                f"without (goal ≤ {IDLE_P99_GOAL}: {'met' if idle['meets_goal'] else 'NOT met'})"
+            )
 
     def _data_policy_suite(self, options) -> None:
         self._check_options(options)

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test browser node pgbouncer lint bench stop clean
+.PHONY: install demo test screenshots browser node pgbouncer lint bench stop clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ demo: install
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n + n / 2 )))
 test: install browser node pgbouncer
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+
+## The console's browser tests alone, saving a full-page PNG of every page they visit under
+## var/screenshots/ (make test takes none: no test reads them).
+screenshots: install browser node
+	BAILING_SCREENSHOTS=1 PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m browser
 
 ## Debian Chromium for the console tests (never a browser download of the test tool's own).
 browser:

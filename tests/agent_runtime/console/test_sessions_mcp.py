@@ -35,6 +35,7 @@ def test_an_agent_auth_v1_sign_in_says_so(administrator):
     assert "Agent Auth v1" in text and "MCP client" not in text
 
 
+@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_the_session_page_in_a_browser(hub_server, administrator, browser_page, screenshot):
     session = _mcp_session()
@@ -71,6 +72,7 @@ def test_the_session_list_tells_mcp_from_agent_auth_sessions(administrator):
     )
 
 
+@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_the_via_badge_in_a_browser(hub_server, administrator, browser_page, screenshot):
     _mcp_session()

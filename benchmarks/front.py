@@ -169,17 +169,17 @@ def still_open(held: list[socket.socket]) -> int:
     return open_count
 
 
-def run(command, options: dict, server_options: dict, nonce: str, postgres: int | None) -> dict:
-    """The front suite; ``command`` is the ``bailing_bench`` command (its targets, runs and output),
-    ``postgres`` the local postmaster's pid (``None``: not visible, CPU figures without it)."""
+def run(
+    command, targets: list, options: dict, server_options: dict, nonce: str, postgres: int | None
+) -> dict:
+    """The front suite over ``targets`` (the bare endpoint first); ``command`` is the ``bailing_bench``
+    command (its runs and output), ``postgres`` the local postmaster's pid (``None``: not visible, CPU
+    figures without it)."""
     from django.db import connection
 
     from bailing.db.urls import database_url
     from benchmarks.harness import gunicorn_server
-    from benchmarks.management.commands.bailing_bench import _only
 
-    targets = [target for target in command._targets(nonce, None) if target.key in FRONT_KEYS]
-    targets = _only(targets, options["only"])
     env = {"BAILING_BENCH_ENDPOINTS": "true", "DATABASE_URL": database_url(connection.settings_dict)}
     idle = options["idle"]
     _file_limit_for(idle)

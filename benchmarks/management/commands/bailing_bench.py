@@ -1347,8 +1347,11 @@ class Command(BaseCommand):
         started_at = datetime.now(UTC)
         machine_before = machine_info()
         postgres, pg_version = _postgres()
+        nonce = secrets.token_hex(20)
         try:
-            result = front.run(self, options, server_options, secrets.token_hex(20), postgres)
+            targets = [target for target in self._targets(nonce, None) if target.key in front.FRONT_KEYS]
+            targets = _only(targets, options["only"])
+            result = front.run(self, targets, options, server_options, nonce, postgres)
         finally:
             self._cleanup()
         result.update(

@@ -5,9 +5,9 @@ starts), so production never exposes them.
 
 * ``bare`` — a bare DRF view with no database work: what the framework alone costs.
 * ``floor/knowledge`` — what a knowledge search must cost: the query embedding and the knowledge
-  base's lane statement run directly (the same statement and settings as the search, through
+  base's lanes run directly (the same lane statements and settings as the search, through
   :func:`knowledge.selectors.search.knowledge_lanes_rows`), without authentication, scope, fusion,
-  freshness filtering, the data policy or rendering. The body is the endpoint's own (``query`` —
+  the freshness check of the hits, the data policy or rendering. The body is the endpoint's own (``query`` —
   or a turn's ``user_input`` — and ``limit``); the knowledge base is ``?kb=<kb_id>``.
 * ``floor/turn`` — what a new turn must cost: the same retrieval when ``?kb=`` is given (``limit``
   ``?limit=``), then one durable commit of ``?rows=`` rows, the first of ``?bytes=`` bytes (the

@@ -34,9 +34,12 @@ Freshness (docs/protocol.md "Knowledge retrieval")
     Every candidate is re-read before it is returned: its document must be ``ready`` with the
     revision the chunk was cut from, the chunk's KB must be the searched KB and still enabled, and
     the stored chunk text must still equal ``document.content[char_start:char_end]``. The check is
-    part of the KB's lane statement (its snapshot is the lanes' own). Stale candidates keep their
-    lane ranks but are dropped, and later ones fill the gap (each lane fetches more candidates than
-    ``limit`` for this reason).
+    part of the KB's lane statement (its snapshot is the lanes' own) and reads the candidates in
+    fused order, one by one, until ``limit`` of them passed: a search serves ``limit`` hits, so it
+    re-reads about that many chunks, not all of both lanes' candidates (each re-read detoasts the
+    document's text; at 100k chunks checking all of them was 9.5 of a 13.9 ms statement). Stale
+    candidates keep their lane ranks but are skipped, and later ones fill the gap (each lane fetches
+    more candidates than ``limit`` for this reason).
 
 Status and degradation (docs/protocol.md "Search status values")
     ``disabled``     nothing to search (no KB configured, or every configured KB disabled).
@@ -56,7 +59,8 @@ need a query vector (a :class:`SearchPlan`), embeds the query for those (or take
 query-vector cache) and hands plan and vectors to :func:`knowledge_search_run`, which runs the
 lanes, the freshness check and the fusion.
 
-Each KB's lanes and the freshness check are one statement (the lanes as materialized CTEs), run
+Each KB's lanes, their fusion and the freshness check are one statement (the lanes as materialized
+CTEs, ranks and fused scores in SQL with the same float8 arithmetic as Python's), run
 with a statement timeout and the HNSW search depth set for it alone: outside a transaction the
 ``set_config(…, true)`` and the statement are sent together in pipeline mode, one round trip and one
 implicit transaction that ends with them (no BEGIN, no ROLLBACK); inside a caller's transaction they
@@ -174,17 +178,6 @@ class SearchPlan:
 
 
 @dataclass
-class _Candidate:
-    chunk_id: int
-    kb: KnowledgeBase
-    lexical_rank: int | None = None
-    lexical_score: float | None = None
-    vector_rank: int | None = None
-    vector_score: float | None = None
-    score: float = 0.0
-
-
-@dataclass
 class _KbOutcome:
     kb: KnowledgeBase
     status: str = KB_OK
@@ -192,10 +185,8 @@ class _KbOutcome:
     degraded: list[str] = field(default_factory=list)
     # The KB answered but one requested source failed (an embedding error): makes the search partial.
     failure: bool = False
-    candidates: list[_Candidate] = field(default_factory=list)
-    # chunk id -> its current (document_id, seq, content, source_key, title, revision, source), fresh
-    # ones only
-    fresh: dict[int, tuple] = field(default_factory=dict)
+    # Its best fresh candidates in fused order, at most the plan's ``limit``.
+    hits: list[Hit] = field(default_factory=list)
 
 
 def knowledge_search_run(*, plan: SearchPlan, vectors: Mapping[int, np.ndarray | None]) -> SearchResult:
@@ -207,7 +198,6 @@ def knowledge_search_run(*, plan: SearchPlan, vectors: Mapping[int, np.ndarray |
     if plan.disabled:
         return search_disabled()
     depth = min(max(plan.candidates or DEFAULT_CANDIDATES, plan.limit), MAX_CANDIDATES)
-    method, rrf_k = plan.fusion["method"], int(plan.fusion["rrf_k"])
     degraded: list[str] = []
     if LANE_VECTOR in plan.wanted and not plan.vector_ready:
         degraded.append("vector_extension_missing")
@@ -219,22 +209,13 @@ def knowledge_search_run(*, plan: SearchPlan, vectors: Mapping[int, np.ndarray |
     ]
     for outcome, vector in outcomes:
         if outcome.status != KB_FAILED:
-            _kb_search(
-                outcome,
-                lexical_text=lexical_text,
-                vector=vector,
-                depth=depth,
-                min_score=plan.min_score,
-            )
-            _fuse(outcome, method=method, rrf_k=rrf_k, weights=plan.weights)
+            _kb_search(outcome, lexical_text=lexical_text, vector=vector, depth=depth, plan=plan)
     results = [outcome for outcome, _ in outcomes]
-
-    merged = sorted(
-        (candidate for outcome in results for candidate in outcome.candidates),
-        key=lambda c: (-c.score, c.kb.kb_id, c.chunk_id),
-    )
-    fresh = {chunk_id: row for outcome in results for chunk_id, row in outcome.fresh.items()}
-    hits = _fresh_hits(merged, fresh=fresh, limit=plan.limit)
+    # Each KB's best ``limit`` fresh hits include its share of the best ``limit`` overall.
+    hits = sorted(
+        (hit for outcome in results for hit in outcome.hits),
+        key=lambda hit: (-hit.score, hit.kb_id, hit.chunk_id),
+    )[: plan.limit]
 
     kb_status: dict[str, str] = {}
     searched = failed = 0
@@ -346,9 +327,11 @@ def _vector_sql(kb: KnowledgeBase, *, named: bool = False) -> str:
     )
 
 
-# The freshness check of one candidate (see Freshness): its current row when it may be served.
+# The freshness check of one candidate (see Freshness): its current row when it may be served. OFFSET 0
+# keeps it a subquery run per candidate (never flattened into a join over all of them), so it runs
+# for the fused order's candidates one by one until ``limit`` of them passed.
 _FRESH_LATERAL = """
-LEFT JOIN LATERAL (
+CROSS JOIN LATERAL (
     SELECT c.document_id, c.seq, c.content, d.source_key, d.title, d.revision,
            CASE WHEN jsonb_typeof(d.metadata -> 'source') = 'string' THEN d.metadata ->> 'source' END
                AS source
@@ -361,40 +344,115 @@ LEFT JOIN LATERAL (
       AND d.status = %(ready)s
       AND c.revision = d.revision
       AND c.content = substr(d.content, c.char_start + 1, c.char_end - c.char_start)
-) f ON true
+    OFFSET 0
+) f
 """
+
+# A lane's score normalised over the KB's candidates (see Fusion): 0 outside the lane, 1 when every
+# candidate of the lane scored the same. ``{lane}`` is ``lexical`` or ``vector``.
+_NORMALISED = (
+    "CASE WHEN {lane}_score IS NULL THEN 0.0::float8 WHEN {lane}_span > 0"
+    " THEN ({lane}_score - {lane}_low) / {lane}_span ELSE 1.0::float8 END"
+)
 
 _SETTINGS_SQL = "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true)"
 
 
-def _lanes_sql(kb: KnowledgeBase, *, lexical: bool, vector: bool) -> str:
-    """One KB's lanes and the freshness check of their candidates, as one statement.
-
-    Each row is a candidate: ``chunk_id``, its BM25 score (NULL outside the lexical lane), its cosine
-    distance (NULL outside the vector lane), then its current ``document_id, seq, content,
-    source_key, title, revision, source`` (all NULL when it is stale; ``source`` is the document
-    metadata's ``source`` string, NULL when it has none). Each lane is a materialized CTE, so
-    it is planned exactly as its statement alone (the impact index, the partial HNSW index).
-    """
-    ctes, lanes = [], []
+def _lane_ctes(kb: KnowledgeBase, *, lexical: bool, vector: bool) -> list[str]:
+    """The lanes that run, each a materialized CTE (``lexical``: chunk_id, score; ``nearest``: chunk_id,
+    distance), so each is planned exactly as its statement alone (the impact index, the partial HNSW
+    index)."""
+    ctes = []
     if lexical:
         ctes.append(f"lexical AS MATERIALIZED ({_LEXICAL_SQL})")
-        lanes.append("SELECT chunk_id FROM lexical")
     if vector:
         ctes.append(f"nearest AS MATERIALIZED ({_vector_sql(kb, named=True)})")
-        lanes.append("SELECT chunk_id FROM nearest")
-    ctes.append(f"candidates AS ({' UNION '.join(lanes)})")
-    score = "l.score" if lexical else "NULL::float8"
-    distance = "n.distance" if vector else "NULL::float8"
-    joins = ""
+    return ctes
+
+
+def _lanes_only_sql(kb: KnowledgeBase, *, lexical: bool, vector: bool) -> str:
+    """The lanes alone, their candidates' chunk ids: what every search of ``kb`` must run."""
+    lanes = (["SELECT chunk_id FROM lexical"] if lexical else []) + (
+        ["SELECT chunk_id FROM nearest"] if vector else []
+    )
+    return f"WITH {', '.join(_lane_ctes(kb, lexical=lexical, vector=vector))}\n{' UNION '.join(lanes)}"
+
+
+def _lanes_sql(
+    kb: KnowledgeBase, *, lexical: bool, vector: bool, min_score: bool = False, method: str = "rrf"
+) -> str:
+    """One KB's lanes, their fusion and the freshness check of the fused order, as one statement.
+
+    The lanes rank their candidates (lexical: score, then chunk id; vector: distance, then chunk id,
+    after the ``%(min_score)s`` threshold when ``min_score``), fusion scores each candidate of either
+    lane (``method``: ``rrf`` with ``%(rrf_k)s``, or ``normalized``; weights ``%(w_lexical)s`` and
+    ``%(w_vector)s``), and the freshness check reads candidates in fused order (score descending, then
+    chunk id) until ``%(limit)s`` of them passed: stale ones keep their ranks and are skipped.
+
+    Rows: one summary row (``chunk_id`` NULL; the lexical and the vector lane's candidate counts in
+    the rank columns), then at most ``limit`` hits in fused order: ``chunk_id, score, lexical_rank,
+    lexical_score, vector_rank, vector_score`` (lane columns NULL outside that lane; ``vector_score`` is
+    the cosine similarity), then the chunk's current ``document_id, seq, content, source_key, title,
+    revision, source`` (``source``: the document metadata's ``source`` string, else NULL).
+    """
+    ctes = _lane_ctes(kb, lexical=lexical, vector=vector)
     if lexical:
-        joins += "LEFT JOIN lexical l ON l.chunk_id = k.chunk_id\n"
+        ctes.append(
+            "lex AS (SELECT chunk_id, score, row_number() OVER (ORDER BY score DESC, chunk_id) AS rank "
+            "FROM lexical)"
+        )
     if vector:
-        joins += "LEFT JOIN nearest n ON n.chunk_id = k.chunk_id\n"
+        cosine = "1.0::float8 - distance"
+        where = f" WHERE {cosine} >= %(min_score)s" if min_score else ""
+        rank = "row_number() OVER (ORDER BY distance, chunk_id) AS rank"
+        ctes.append(f"vec AS (SELECT chunk_id, {cosine} AS cosine, {rank} FROM nearest{where})")  # noqa: S608 - fixed fragments
+    lexical_cols = (
+        "l.rank AS lexical_rank, l.score AS lexical_score"
+        if lexical
+        else "NULL::bigint AS lexical_rank, NULL::float8 AS lexical_score"
+    )
+    vector_cols = (
+        "v.rank AS vector_rank, v.cosine AS vector_score"
+        if vector
+        else "NULL::bigint AS vector_rank, NULL::float8 AS vector_score"
+    )
+    if lexical and vector:
+        source, chunk = "lex l FULL JOIN vec v ON v.chunk_id = l.chunk_id", "coalesce(l.chunk_id, v.chunk_id)"
+    else:
+        source, chunk = ("lex l", "l.chunk_id") if lexical else ("vec v", "v.chunk_id")
+    ctes.append(f"lanes AS (SELECT {chunk} AS chunk_id, {lexical_cols}, {vector_cols} FROM {source})")  # noqa: S608 - fixed fragments
+    if method == "normalized":
+        spread = ", ".join(
+            f"min({lane}_score) OVER () AS {lane}_low, "
+            f"max({lane}_score) OVER () - min({lane}_score) OVER () AS {lane}_span"
+            for lane in ("lexical", "vector")
+        )
+        ctes.append(f"spread AS (SELECT *, {spread} FROM lanes)")  # noqa: S608 - fixed fragments
+        fused = (
+            f"%(w_lexical)s::float8 * {_NORMALISED.format(lane='lexical')}"
+            f" + %(w_vector)s::float8 * {_NORMALISED.format(lane='vector')}"
+        )
+        ctes.append(f"fused AS (SELECT *, {fused} AS score FROM spread)")  # noqa: S608 - fixed fragments
+    else:
+        fused = (
+            "coalesce(%(w_lexical)s::float8 / (%(rrf_k)s::int8 + lexical_rank), 0.0::float8)"
+            " + coalesce(%(w_vector)s::float8 / (%(rrf_k)s::int8 + vector_rank), 0.0::float8)"
+        )
+        ctes.append(f"fused AS (SELECT *, {fused} AS score FROM lanes)")  # noqa: S608 - fixed fragments
+    lexical_found = "(SELECT count(*) FROM lexical)" if lexical else "0::bigint"
+    vector_found = "(SELECT count(*) FROM nearest)" if vector else "0::bigint"
     return (
-        f"WITH {', '.join(ctes)}\n"
-        f"SELECT k.chunk_id, {score}, {distance}, f.document_id, f.seq, f.content, f.source_key, f.title, "
-        f"f.revision, f.source\nFROM candidates k\n{joins}{_FRESH_LATERAL}"
+        f"WITH {', '.join(ctes)}\n"  # noqa: S608 - fixed fragments
+        f"SELECT NULL::bigint, NULL::float8, {lexical_found}, NULL::float8, {vector_found}, NULL::float8,\n"
+        "       NULL, NULL, NULL, NULL, NULL, NULL, NULL\n"
+        "UNION ALL (\n"
+        "SELECT k.chunk_id, k.score, k.lexical_rank, k.lexical_score, k.vector_rank, k.vector_score,\n"
+        "       f.document_id, f.seq, f.content, f.source_key, f.title, f.revision, f.source\n"
+        "FROM (SELECT chunk_id, score, lexical_rank, lexical_score, vector_rank, vector_score FROM fused\n"
+        "      ORDER BY score DESC, chunk_id) k"
+        f"{_FRESH_LATERAL}"
+        "ORDER BY k.score DESC, k.chunk_id\n"
+        "LIMIT %(limit)s)"
     )
 
 
@@ -421,30 +479,61 @@ def _lanes_execute(sql: str, params: dict[str, Any], *, depth: int) -> list[tupl
 
 
 def _lanes_statement(
-    kb: KnowledgeBase, *, lexical_text: str | None, vector: np.ndarray | None, depth: int
+    kb: KnowledgeBase,
+    *,
+    lexical_text: str | None,
+    vector: np.ndarray | None,
+    depth: int,
+    limit: int,
+    min_score: float | None,
+    fusion: Mapping[str, Any],
+    weights: Mapping[str, float],
 ) -> tuple[str, dict[str, Any]]:
-    """One KB's lane statement and its parameters (see :func:`_lanes_sql`)."""
+    """One KB's search statement and its parameters (see :func:`_lanes_sql`)."""
+    params = _lane_params(kb, lexical_text=lexical_text, vector=vector, depth=depth)
+    params.update(
+        limit=limit,
+        w_lexical=float(weights[LANE_LEXICAL]),
+        w_vector=float(weights[LANE_VECTOR]),
+        rrf_k=int(fusion["rrf_k"]),
+        min_score=min_score,
+    )
+    sql = _lanes_sql(
+        kb,
+        lexical=bool(lexical_text),
+        vector=vector is not None,
+        min_score=min_score is not None,
+        method=fusion["method"],
+    )
+    return sql, params
+
+
+def _lane_params(
+    kb: KnowledgeBase, *, lexical_text: str | None, vector: np.ndarray | None, depth: int
+) -> dict[str, Any]:
     params: dict[str, Any] = {"kb": kb.pk, "ready": Document.Status.READY}
     if lexical_text:
         params.update(text=lexical_text, k1=BM25_K1, b=BM25_B, per_term=POSTINGS_PER_TERM, depth=depth)
     if vector is not None:
         params.update(vector=vector, depth=depth)
-    return _lanes_sql(kb, lexical=bool(lexical_text), vector=vector is not None), params
+    return params
 
 
 def knowledge_lanes_rows(
     kb: KnowledgeBase, *, text: str, vector: np.ndarray | None, limit: int
 ) -> list[tuple]:
-    """The rows of ``kb``'s lanes for the query ``text`` (already cut as retrieval cuts it) and its
-    query ``vector`` (``None``: the lexical lane alone), exactly the statement and settings a search
-    of ``limit`` hits runs — without the planning, fusion and freshness filtering around it. For the
+    """The candidates of ``kb``'s lanes for the query ``text`` (already cut as retrieval cuts it) and
+    its query ``vector`` (``None``: the lexical lane alone), with the lane statements and settings a
+    search of ``limit`` hits runs — without the fusion and the freshness check around them. For the
     benchmarks' floor (``benchmarks/views.py``): what a search must cost in the database."""
     depth = min(max(DEFAULT_CANDIDATES, limit), MAX_CANDIDATES)
     lexical_text = " ".join(lexical_query(text)) or None
-    sql, params = _lanes_statement(kb, lexical_text=lexical_text, vector=vector, depth=depth)
+    params = _lane_params(kb, lexical_text=lexical_text, vector=vector, depth=depth)
     if vector is not None:
         register()
-    return _lanes_execute(sql, params, depth=depth)
+    return _lanes_execute(
+        _lanes_only_sql(kb, lexical=bool(lexical_text), vector=vector is not None), params, depth=depth
+    )
 
 
 def _kb_search(
@@ -453,14 +542,24 @@ def _kb_search(
     lexical_text: str | None,
     vector: np.ndarray | None,
     depth: int,
-    min_score: float | None,
+    plan: SearchPlan,
 ) -> None:
-    """Run ``outcome.kb``'s lanes and freshness check in one statement; a database error fails the KB."""
+    """Run ``outcome.kb``'s lanes, fusion and freshness check in one statement; a database error fails
+    the KB."""
     kb = outcome.kb
     run_lexical, run_vector = bool(lexical_text), vector is not None
     rows: list[tuple] = []
     if run_lexical or run_vector:
-        sql, params = _lanes_statement(kb, lexical_text=lexical_text, vector=vector, depth=depth)
+        sql, params = _lanes_statement(
+            kb,
+            lexical_text=lexical_text,
+            vector=vector,
+            depth=depth,
+            limit=plan.limit,
+            min_score=plan.min_score,
+            fusion=plan.fusion,
+            weights=plan.weights,
+        )
         try:
             if run_vector:
                 register()  # before the cursor is opened: it copies the connection's adapters
@@ -478,112 +577,48 @@ def _kb_search(
             outcome.failure = False
             outcome.degraded.append(f"kb_failed:{kb.kb_id}")
             return
+    # A query without lexical terms still searched the lexical lane (and found nothing there).
     if lexical_text is not None:
         outcome.lanes_run.add(LANE_LEXICAL)
     if vector is not None:
         outcome.lanes_run.add(LANE_VECTOR)
-    # The lexical lane's own order (score, then chunk id); HNSW order is approximate, so the vector
-    # lane is sorted here and near-ties always come out the same way.
-    lexical = sorted(
-        ((int(row[0]), float(row[1])) for row in rows if row[1] is not None),
-        key=lambda item: (-item[1], item[0]),
-    )
-    nearest = [
-        (chunk_id, 1.0 - distance)
-        for distance, chunk_id in sorted((float(row[2]), int(row[0])) for row in rows if row[2] is not None)
-    ]
-    outcome.fresh = {int(row[0]): row[3:] for row in rows if row[3] is not None}
-    found: dict[int, _Candidate] = {}
-    for rank, (chunk_id, score) in enumerate(lexical, start=1):
-        found[chunk_id] = _Candidate(chunk_id=chunk_id, kb=kb, lexical_rank=rank, lexical_score=score)
-    if min_score is not None:
-        # Sorted by distance, so this keeps a prefix: ranks stay 1..n among the kept candidates.
-        nearest = [(chunk_id, cosine) for chunk_id, cosine in nearest if cosine >= min_score]
-    for rank, (chunk_id, cosine) in enumerate(nearest, start=1):
-        candidate = found.setdefault(chunk_id, _Candidate(chunk_id=chunk_id, kb=kb))
-        candidate.vector_rank = rank
-        candidate.vector_score = cosine
-    outcome.candidates = list(found.values())
+    outcome.hits = [_hit(kb, row) for row in rows if row[0] is not None]
 
 
 def _lane_spans(kb: KnowledgeBase, rows: list[tuple], begun: int, *, lexical: bool, vector: bool) -> None:
     """One span per lane that ran (tracing on): the lanes share one statement, so each lane's span
-    covers that statement, and carries the candidates the lane returned."""
+    covers that statement, and carries the candidates the lane returned (the summary row's counts)."""
     ended = tracing.clock()
+    summary = next(row for row in rows if row[0] is None)
     if lexical:
-        found = sum(1 for row in rows if row[1] is not None)
-        tracing.span_record("knowledge.lane.lexical", begun, ended, kb=kb.kb_id, candidates=found)
+        tracing.span_record("knowledge.lane.lexical", begun, ended, kb=kb.kb_id, candidates=int(summary[2]))
     if vector:
-        found = sum(1 for row in rows if row[2] is not None)
-        tracing.span_record("knowledge.lane.vector", begun, ended, kb=kb.kb_id, candidates=found)
+        tracing.span_record("knowledge.lane.vector", begun, ended, kb=kb.kb_id, candidates=int(summary[4]))
 
 
-def _fuse(outcome: _KbOutcome, *, method: str, rrf_k: int, weights: dict[str, float]) -> None:
-    """Give each of the KB's candidates its fused score (see Fusion in the module docstring)."""
-    candidates = outcome.candidates
-    if method == "normalized":
-        lexical = _normaliser([c.lexical_score for c in candidates if c.lexical_score is not None])
-        vector = _normaliser([c.vector_score for c in candidates if c.vector_score is not None])
-        for c in candidates:
-            c.score = (weights[LANE_LEXICAL] * lexical(c.lexical_score)) + (
-                weights[LANE_VECTOR] * vector(c.vector_score)
-            )
-        return
-    for c in candidates:
-        score = 0.0
-        if c.lexical_rank is not None:
-            score += weights[LANE_LEXICAL] / (rrf_k + c.lexical_rank)
-        if c.vector_rank is not None:
-            score += weights[LANE_VECTOR] / (rrf_k + c.vector_rank)
-        c.score = score
-
-
-def _normaliser(scores: list[float]):
-    """Min-max normalisation over one lane's candidates; absent from the lane counts 0."""
-    low = min(scores, default=0.0)
-    span = max(scores, default=0.0) - low
-
-    def normalise(value: float | None) -> float:
-        if value is None:
-            return 0.0
-        return (value - low) / span if span > 0 else 1.0
-
-    return normalise
-
-
-def _fresh_hits(merged: list[_Candidate], *, fresh: dict[int, tuple], limit: int) -> list[Hit]:
-    """The first ``limit`` candidates that passed the freshness check (``fresh``: chunk id → its
-    current ``document_id, seq, content, source_key, title, revision, source``), as hits."""
-    hits: list[Hit] = []
-    for candidate in merged:
-        row = fresh.get(candidate.chunk_id)
-        if row is None:
-            continue
-        document_id, seq, content, source_key, title, revision, source = row
-        retrievers = tuple(
-            _RETRIEVER_NAMES[lane]
-            for lane, rank in ((LANE_VECTOR, candidate.vector_rank), (LANE_LEXICAL, candidate.lexical_rank))
-            if rank is not None
-        )
-        hits.append(
-            Hit(
-                chunk_id=candidate.chunk_id,
-                document_id=document_id,
-                kb_id=candidate.kb.kb_id,
-                source_key=source_key,
-                seq=seq,
-                title=title,
-                content=content,
-                revision=revision,
-                score=candidate.score,
-                lexical_rank=candidate.lexical_rank,
-                lexical_score=candidate.lexical_score,
-                vector_rank=candidate.vector_rank,
-                vector_score=candidate.vector_score,
-                retrievers=retrievers,
-                source=source if source is not None and source.strip() else None,
-            )
-        )
-        if len(hits) == limit:
-            break
-    return hits
+def _hit(kb: KnowledgeBase, row: tuple) -> Hit:
+    """A hit row of :func:`_lanes_sql` as a :class:`Hit`."""
+    chunk_id, score, lexical_rank, lexical_score, vector_rank, vector_score = row[:6]
+    document_id, seq, content, source_key, title, revision, source = row[6:]
+    retrievers = tuple(
+        _RETRIEVER_NAMES[lane]
+        for lane, rank in ((LANE_VECTOR, vector_rank), (LANE_LEXICAL, lexical_rank))
+        if rank is not None
+    )
+    return Hit(
+        chunk_id=int(chunk_id),
+        document_id=document_id,
+        kb_id=kb.kb_id,
+        source_key=source_key,
+        seq=seq,
+        title=title,
+        content=content,
+        revision=revision,
+        score=float(score),
+        lexical_rank=None if lexical_rank is None else int(lexical_rank),
+        lexical_score=None if lexical_score is None else float(lexical_score),
+        vector_rank=None if vector_rank is None else int(vector_rank),
+        vector_score=None if vector_score is None else float(vector_score),
+        retrievers=retrievers,
+        source=source if source is not None and source.strip() else None,
+    )

@@ -417,6 +417,10 @@ def test_lane_statement_keeps_both_lane_indexes():
         "per_term": 10,
         "depth": 10,
         "vector": vector,
+        "limit": 5,
+        "w_lexical": 1.0,
+        "w_vector": 1.0,
+        "rrf_k": 60,
     }
     register()
     with connection.cursor() as cursor:
@@ -426,3 +430,34 @@ def test_lane_statement_keeps_both_lane_indexes():
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert f"knowledge_vec_kb_{kb.pk}" in plan
     assert "knowledge_posting_impact" in plan
+
+
+def test_freshness_check_reads_the_fused_order_only_until_limit_hits_passed():
+    from knowledge.selectors.search import _lanes_statement
+
+    kb = _lexical_kb()
+    for n in range(20):
+        knowledge_document(kb, f"refunds-{n}", f"Refunds {n}", f"{REFUNDS} Case {n}.")
+    sql, params = _lanes_statement(
+        kb,
+        lexical_text="refund",
+        vector=None,
+        depth=50,
+        limit=3,
+        min_score=None,
+        fusion=FUSION_DEFAULTS,
+        weights={"lexical": 1.0, "vector": 1.0},
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0]
+    nodes, stack = [], [plan[0]["Plan"]]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.get("Plans", []))
+    lexical = [n for n in nodes if n.get("Subplan Name") == "CTE lexical"]
+    assert [n["Actual Rows"] for n in lexical] == [20]  # every chunk is a lexical candidate
+    # The document row is read once per candidate checked: 3, not 20.
+    documents = [n for n in nodes if n.get("Relation Name") == "knowledge_document"]
+    assert documents and sum(n["Actual Loops"] for n in documents) == 3

@@ -27,10 +27,10 @@ def _png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-@pytest.mark.django_db(transaction=True)
-def test_one_short_round_on_the_bare_endpoint_writes_the_json_and_the_plot(tmp_path, capsys):
-    before = _children()
-    result_path, plot_path = tmp_path / "bench.json", tmp_path / "bench.png"
+def _short_round(tmp_path, name: str, **options):
+    """One round of one second on the bare endpoint, one worker of two threads; the JSON and the
+    plot's paths."""
+    result_path, plot_path = tmp_path / f"{name}.json", tmp_path / f"{name}.png"
     call_command(
         "bailing_bench",
         only=["bare"],
@@ -40,10 +40,17 @@ def test_one_short_round_on_the_bare_endpoint_writes_the_json_and_the_plot(tmp_p
         connections=2,
         workers=1,
         threads=2,
-        port=free_port(),
         json=result_path,
         plot=plot_path,
+        **options,
     )
+    return result_path, plot_path
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_short_round_on_the_bare_endpoint_writes_the_json_and_the_plot(tmp_path, capsys):
+    before = _children()
+    result_path, plot_path = _short_round(tmp_path, "bench", port=free_port())
     assert _children() <= before  # gunicorn (and anything else it started) is gone
 
     result = json.loads(result_path.read_text())
@@ -91,21 +98,7 @@ def test_the_front_suite_compares_both_topologies_and_holds_idle_connections(tmp
     from benchmarks.front import FRONT_SCHEMA
 
     before = _children()
-    result_path, plot_path = tmp_path / "front.json", tmp_path / "front.png"
-    call_command(
-        "bailing_bench",
-        suite="front",
-        only=["bare"],
-        rounds=1,
-        duration=1,
-        warmup=0,
-        connections=2,
-        workers=1,
-        threads=2,
-        idle=40,
-        json=result_path,
-        plot=plot_path,
-    )
+    result_path, plot_path = _short_round(tmp_path, "front", suite="front", idle=40)
     assert _children() <= before  # both hubs (and the front's gunicorn) are gone
 
     result = json.loads(result_path.read_text())

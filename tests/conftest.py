@@ -33,6 +33,9 @@ def _fast_flush(self) -> None:
     key checks off for it (``session_replication_role = replica``, which needs a superuser: on a
     server where the tests are not one, Django's own flush runs).
     """
+    from bailing.audit.ledger import audit_sealer_drain
+
+    audit_sealer_drain()  # the sealer thread's seals of this test's events, before the tables empty
     for db_name in self._databases_names(include_mirrors=False):
         if not superuser(db_name):
             _django_fixture_teardown(self)
@@ -102,9 +105,11 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 @pytest.fixture(scope="session", autouse=True)
 def _lock_connections_closed():
-    """The advisory locks' own connections (bailing/db/locks.py) are closed at the session's end,
-    before pytest-django drops the test database they are connected to."""
+    """The advisory locks' own connections (bailing/db/locks.py) and the audit sealer thread's are
+    closed at the session's end, before pytest-django drops the test database they are connected to."""
     yield
+    from bailing.audit.ledger import audit_sealer_stop
     from bailing.db import locks
 
+    audit_sealer_stop()
     locks.close_all()

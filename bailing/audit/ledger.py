@@ -9,9 +9,10 @@ the canonical content, ``X-Request-Id`` of the request being served included, if
 in short transactions, it takes the events it can see — only committed ones, at READ COMMITTED — in
 id order, gives each the next dense ``chain_seq`` and ``chain_hash`` = SHA-256(previous chain hash +
 content hash). The chain order is the seal order: an event whose transaction commits late is sealed
-in a later batch. Every append asks for a seal after its transaction commits (non-blocking: when
-another sealer holds the lock, it is left to that one or the next); ``approvals_audit_verify`` and
-``bailing_audit_seal`` seal too.
+in a later batch. Every append asks for a seal after its transaction commits, which the process's
+sealer thread runs off the request's path (non-blocking: when another sealer holds the lock, it is
+left to that one or the next); ``approvals_audit_verify``, ``bailing_audit_seal`` and the knowledge
+worker seal too.
 
 :func:`audit_chain_verify` recomputes every sealed link in ``chain_seq`` order, checks the content
 hash of every unsealed event too, and reports the unsealed tail (count and oldest).
@@ -19,8 +20,10 @@ hash of every unsealed event too, and reports the unsealed tail (count and oldes
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -49,9 +52,6 @@ _SEAL_LOCK_KEY = 0x6261696C5345414C  # "bailSEAL"
 SEAL_BATCH = 500
 # How long an explicit seal (verify, the seal command) waits for a sealer that holds the lock.
 _SEAL_WAIT = "10s"
-# One sealer at a time per process for the after-commit seals: a thread that finds another one of
-# this process sealing leaves the work to it without a database round trip.
-_sealing_here = threading.Lock()
 # The next unsealed events in id order, each with the newest sealed position and chain hash.
 _SEAL_SELECT = (
     "SELECT e.*, newest.chain_seq AS last_seq, newest.chain_hash AS last_hash "
@@ -201,17 +201,113 @@ def _seal_after_commit_register() -> None:
 
 
 def _seal_after_commit() -> None:
-    """One non-blocking batch after an append commits. Never fails or waits for the caller: when a
-    sealer already runs (here or in another process), the events are left to it or the next one."""
-    if not _sealing_here.acquire(blocking=False):
-        return
-    try:
-        with tracing.span("audit.seal"):
-            audit_seal(wait=False, max_batches=1)
-    except Exception as exc:  # the events stay unsealed until the next seal; the change is committed
-        logger.warning("audit seal after commit failed: %s", type(exc).__name__)
-    finally:
-        _sealing_here.release()
+    """Hand the seal to the process's sealer thread: the caller (a request) goes on at once."""
+    _sealer.request()
+
+
+class _Sealer:
+    """The process's after-commit sealer: one daemon thread, started by the first request for a seal
+    (again in a forked child), with a database connection of its own.
+
+    Each request for a seal is counted; the thread runs non-blocking seals until it has answered every
+    request made before its last seal began, so an event committed while a seal runs is sealed by the
+    next one (appends arriving together share a batch), and the request that asked never waits for
+    the seal's statements and commit. A seal that finds another sealer holding the lock (another
+    process) leaves the events to it or to the next seal, as one that fails does (logged by type;
+    the events stay unsealed, the knowledge worker's poll seals them). The thread closes its
+    connection after :data:`SEALER_IDLE_SECONDS` without requests and on :meth:`stop`; at interpreter
+    exit it is given :data:`SEALER_EXIT_SECONDS` to finish what was asked.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+        atexit.register(self.drain, SEALER_EXIT_SECONDS)
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._requested = self._answered = 0
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def request(self) -> None:
+        with self._cond:
+            self._requested += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._stopping = False
+                self._thread = threading.Thread(target=self._run, name="audit-sealer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every seal asked for so far has run (at most ``timeout`` seconds)."""
+        with self._cond:
+            target = self._requested
+            return self._cond.wait_for(
+                lambda: self._answered >= target or self._thread is None or not self._thread.is_alive(),
+                timeout,
+            )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Answer what was asked, then end the thread and close its connection."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while self._answered >= self._requested and not self._stopping:
+                        if not self._cond.wait(SEALER_IDLE_SECONDS):
+                            break
+                    if self._answered >= self._requested:
+                        if self._stopping:
+                            return
+                        idle = True
+                    else:
+                        idle, target = False, self._requested
+                if idle:
+                    connection.close()  # nothing asked for a while: give the connection back
+                    continue
+                self._seal()
+                with self._cond:
+                    self._answered = max(self._answered, target)
+                    self._cond.notify_all()
+        finally:
+            connection.close()
+
+    @staticmethod
+    def _seal() -> None:
+        try:
+            connection.close_if_unusable_or_obsolete()
+            with tracing.span("audit.seal"):
+                while audit_seal(wait=False, max_batches=1).sealed == SEAL_BATCH:
+                    pass  # more than a batch was waiting: seal on while the lock is free
+        except Exception as exc:  # the events stay unsealed until the next seal; the change is committed
+            logger.warning("audit seal after commit failed: %s", type(exc).__name__)
+            connection.close()
+
+
+# Seconds without a request after which the sealer thread closes its connection.
+SEALER_IDLE_SECONDS = 30.0
+# What the sealer thread is given at interpreter exit to answer what was asked.
+SEALER_EXIT_SECONDS = 5.0
+_sealer = _Sealer()
+
+
+def audit_sealer_drain(timeout: float = 10.0) -> bool:
+    """Wait until this process's after-commit seals asked for so far have run (False: timed out)."""
+    return _sealer.drain(timeout)
+
+
+def audit_sealer_stop(timeout: float = 10.0) -> None:
+    """Answer this process's pending after-commit seals, then end the sealer thread and close its
+    connection (a test session before it drops its database; a new request starts a new thread)."""
+    _sealer.stop(timeout)
 
 
 # --- sealing -------------------------------------------------------------------------------------------

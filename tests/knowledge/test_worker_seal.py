@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 from bailing.audit.actor import Actor
-from bailing.audit.ledger import _SEAL_LOCK_KEY, audit_chain_verify, audit_record
+from bailing.audit.ledger import _SEAL_LOCK_KEY, audit_chain_verify, audit_record, audit_sealer_drain
 from bailing.audit.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,6 +34,7 @@ def test_a_tail_left_unsealed_is_sealed_by_the_next_poll():
         assert holding.wait(timeout=30)
         with transaction.atomic():  # its after-commit seal finds the lock taken
             audit_record(action="tests.worker.recorded", actor=Actor.system("pytest"))
+        assert audit_sealer_drain()
         assert AuditEvent.objects.filter(chain_seq__isnull=True).count() == 1
     finally:
         release.set()

@@ -9,9 +9,9 @@ Statements of a new turn (workspace with business tools), up to its COMMIT: the 
 (authentication), the route (gate), the turn keys (replay check), the tool providers (catalog, built
 once), the conversation upsert with its memory, the run with its user message, and the audit
 event's two. With inline knowledge three more: the knowledge scope, the lane settings and the lanes
-with their freshness check (one round trip). After the COMMIT the audit sealer seals the event in its
-own short transaction (``bailing.audit``; a batch shared by concurrent requests, its own statements
-here as a turn runs alone). A replay stops after the turn keys and writes nothing.
+with their freshness check (one round trip). Nothing follows the COMMIT on the request's connection:
+the process's audit sealer thread seals the event on its own connection (``bailing.audit``; a batch
+shared by concurrent requests). A replay stops after the turn keys and writes nothing.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ SPECS = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 
 # (up to the turn's COMMIT, in all)
-NEW_TURN = (8, 11)
-NEW_TURN_INLINE_KNOWLEDGE = (11, 14)
+NEW_TURN = (8, 8)
+NEW_TURN_INLINE_KNOWLEDGE = (11, 11)
 REPLAY = 3
 
 

@@ -26,6 +26,7 @@ from bailing.audit.ledger import (
     audit_record,
     audit_record_many,
     audit_seal,
+    audit_sealer_drain,
 )
 from bailing.audit.metrics import audit_tail_metrics
 from bailing.audit.models import AuditEvent
@@ -272,11 +273,12 @@ def test_going_back_past_0004_is_refused_once_the_seal_order_is_not_the_id_order
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_append_is_sealed_right_after_its_transaction_commits():
+def test_an_append_is_sealed_by_the_process_sealer_once_its_transaction_commits():
     with transaction.atomic():
         event = audit_record(action="tests.audit.recorded", actor=Actor.system("pytest"))
         audit_record(action="tests.audit.recorded", actor=Actor.system("pytest"))
         assert not AuditEvent.objects.get(pk=event.pk).sealed
+    assert audit_sealer_drain()  # the sealer thread ran the seal the commit asked for
     assert chain_positions() == [1, 2]
     assert audit_chain_verify().checked == 2
 
@@ -286,9 +288,11 @@ def test_an_append_that_asks_for_no_seal_is_sealed_by_the_next_one_in_order():
     entry = AuditEntry(actor=Actor.system("pytest"), action="tests.audit.journal", data={"n": 1})
     with transaction.atomic():
         (journal,) = audit_record_many([entry], seal=False)
+    assert audit_sealer_drain()
     assert not AuditEvent.objects.get(pk=journal.pk).sealed  # committed, left for the next seal
     with transaction.atomic():
         outcome = audit_record(action="tests.audit.outcome", actor=Actor.system("pytest"))
+    assert audit_sealer_drain()
     sealed = list(AuditEvent.objects.order_by("chain_seq"))
     assert [event.pk for event in sealed] == [journal.pk, outcome.pk]
     assert chain_positions() == [1, 2]
@@ -377,6 +381,7 @@ def test_one_sealer_at_a_time_the_other_gives_up_or_waits():
     assert holding.wait(timeout=30)
     with transaction.atomic():  # this append's after-commit seal finds the lock taken: left unsealed
         audit_record(action="tests.audit.recorded", actor=Actor.system("pytest"))
+    assert audit_sealer_drain()
     assert audit_seal(wait=False).busy
     assert audit_seal(wait=False, max_batches=1).busy
     assert AuditEvent.objects.filter(chain_seq__isnull=True).count() == 1
@@ -412,6 +417,33 @@ def test_parallel_appenders_every_event_sealed_exactly_once_in_a_dense_chain():
     assert len(events) == workers * per_worker
     assert [event.chain_seq for event in events] == list(range(1, workers * per_worker + 1))
     assert len({event.prev_hash for event in events}) == len(events)
+    report = audit_chain_verify()
+    assert (report.ok, report.checked, report.unsealed) == (True, workers * per_worker, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sealer_thread_answers_every_commit_so_parallel_appends_end_up_sealed_without_a_sweep():
+    """Appends that commit while a seal runs are sealed by the next one: after the sealer has answered
+    every request, nothing is left for a sweep (no explicit seal here)."""
+    workers, per_worker = 6, 20
+    barrier = threading.Barrier(workers)
+    failures: list[BaseException] = []
+
+    def append(n: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            for index in range(per_worker):
+                with transaction.atomic():
+                    audit_record(action="tests.audit.sealer", actor=Actor.system(f"w-{n}"), data={"i": index})
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [_in_thread(lambda n=n: append(n)) for n in range(workers)]
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures
+    assert audit_sealer_drain(timeout=30)
+    assert chain_positions() == list(range(1, workers * per_worker + 1))
     report = audit_chain_verify()
     assert (report.ok, report.checked, report.unsealed) == (True, workers * per_worker, 0)
 

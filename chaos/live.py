@@ -70,11 +70,30 @@ def dedicated_run(
     finally:
         timer.cancel()
         stop_group(child)
+        _kill_written_down(work / "pids")
         child.stdout.close()  # the pipe, even when the loop above was cut short
         with contextlib.suppress(Exception):
             embedded.embedded_server_stop(pgdata)
         shutil.rmtree(work, ignore_errors=True)
     return child.returncode, pgdata
+
+
+def _kill_written_down(pid_file: Path) -> None:
+    """SIGKILL what the child wrote down as started (one pid a line) and left running: processes in
+    a session of their own (gunicorn) are not in the child's group. A pid is killed only while its
+    command line is still one of this checkout's interpreter or gunicorn, not a reused number."""
+    try:
+        pids = {int(line) for line in pid_file.read_text().split() if line.isdigit()}
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"python" in cmdline or b"gunicorn" in cmdline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def dedicated_server_check(given: str) -> Path | None:

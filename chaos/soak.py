@@ -1241,8 +1241,9 @@ def plot(path: Path, figures: dict[str, Any]) -> None:
     mid.set_ylabel("p99 (ms)")
     mid.set_yscale("log")
     roles = sorted({role for b in buckets if b["rss_kib"] for role in b["rss_kib"]})
+    ends = [b["end_s"] for b in buckets]  # sampled at each bucket's end
     for role in roles:
-        low.plot(middle, [(b["rss_kib"] or {}).get(role, 0) / 1024 for b in buckets], marker=".", label=role)
+        low.plot(ends, [(b["rss_kib"] or {}).get(role, 0) / 1024 for b in buckets], marker=".", label=role)
     low.set_ylabel("RSS (MiB)")
     low.set_xlabel("seconds since the load started")
     for axis in (top, mid, low):
@@ -1252,7 +1253,14 @@ def plot(path: Path, figures: dict[str, Any]) -> None:
         axis.legend(fontsize=7, loc="upper left", ncol=4)
         axis.grid(alpha=0.3)
     for fault in figures["faults"]:
-        top.annotate(fault["fault"], (fault["start_s"], 0), fontsize=7, rotation=90, va="bottom")
+        top.text(
+            fault["start_s"],
+            0.02,
+            fault["fault"],
+            transform=top.get_xaxis_transform(),
+            fontsize=7,
+            rotation=90,
+        )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

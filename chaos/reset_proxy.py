@@ -31,6 +31,7 @@ class ResetProxy:
         self.upstream = (host, upstream_port)
         self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
+        self.listener.settimeout(0.2)  # accept() wakes to see close(): closing alone does not wake it
         self._lock = threading.Lock()
         self._live: set[tuple[socket.socket, socket.socket]] = set()
         self._finished: dict[tuple[socket.socket, socket.socket], int] = {}
@@ -79,8 +80,11 @@ class ResetProxy:
         while not self._closed:
             try:
                 client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            client.settimeout(None)
             self.accepted += 1
             if self.resetting():
                 self.reset_connections += 1

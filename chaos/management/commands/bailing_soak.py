@@ -82,7 +82,13 @@ class Command(BaseCommand):
             self.stdout.write(line)
             self.stdout.flush()
 
-        code, _ = dedicated_run(command=command, write=write, timeout=seconds + 600, label="soak")
+        try:
+            code, _ = dedicated_run(command=command, write=write, timeout=seconds + 600, label="soak")
+        except KeyboardInterrupt:
+            # dedicated_run stopped the child (which stops what it started) and removed the server.
+            raise CommandError(
+                "interrupted: every process the soak started is stopped", returncode=130
+            ) from None
         if code != 0:
             raise CommandError(f"the soak failed (exit {code})")
 

@@ -48,7 +48,7 @@ and a request answered 200), ``business-reset`` (the proxy resets every connecti
 
 **Figures**: buckets of 60 s, or of 10 s when the run is shorter than 3 minutes (``bucket_seconds``
 in the JSON): req/s, p50/p99 per kind, statuses, 5xx (and no-answer) inside and outside fault
-windows, RSS per role summed over its processes (front, gunicorn master, gunicorn workers, knowledge
+windows, RSS (and PSS) per role summed over its processes (front, gunicorn master, gunicorn workers, knowledge
 worker, Demo Shop, supervisor, postmaster, PostgreSQL backends) sampled at each bucket's end, TCP
 connections to the hub's port, and the journal (``create_ticket`` invocations executed) against the
 shop's tickets, both cumulative. At the end each executed invocation is matched with the ticket
@@ -58,7 +58,8 @@ an unknown outcome: ``reconciliation_required`` or left ``dispatching``). Every 
 soak's client is also counted by tool, status and reason code (``journal_outcomes``).
 
 **Goals** (``verdict``, each pass/fail with its figures; a missed goal is printed, never an exit
-code): no 5xx outside fault windows (and only 503 inside database outages); total RSS growth ≤ 10 %
+code): no 5xx outside fault windows (and only 503 inside database outages); memory growth ≤ 10 %, as PSS
+summed over every process (a sum of RSS counts the shared buffers again in every PostgreSQL backend),
 from the first sample at or after min(120 s, a third of the run) to the last; p99 of the last bucket
 ≤ 1.5 × the second bucket's, over requests outside fault windows (``resume`` polls excluded); journal
 and business agree: 0 lost, 0 duplicated, no unflagged business-only write (``counts_equal`` says
@@ -165,14 +166,23 @@ class Load:
             self.answers.append(answer)
             self.answered.notify_all()
 
-    def first(self, predicate: Callable[[Answer], bool], timeout: float) -> float | None:
-        """When the first answer matching ``predicate`` arrived, waiting up to ``timeout``."""
+    def mark(self) -> int:
+        """Where the answers recorded from now on begin (for :meth:`first`)."""
+        with self.lock:
+            return len(self.answers)
+
+    def first(self, predicate: Callable[[Answer], bool], timeout: float, start: int = 0) -> float | None:
+        """When the first answer from index ``start`` on that matches ``predicate`` arrived, waiting up
+        to ``timeout``. Answers are appended as they arrive, so each is looked at once: a wait stays
+        cheap however long the run has been (the lock is the load threads' too)."""
         deadline = time.monotonic() + timeout
+        position = start
         with self.answered:
             while True:
-                done = [a.done for a in self.answers if predicate(a)]
-                if done:
-                    return min(done)
+                for answer in self.answers[position:]:
+                    if predicate(answer):
+                        return answer.done
+                position = len(self.answers)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
@@ -653,6 +663,7 @@ def fault_schedule(seconds: float, faults: list[str]) -> list[tuple[float, str]]
 
 def _fault(name: str, *, pgdata: Path, processes: Processes, proxy: ResetProxy, load: Load, say) -> dict:
     start = time.monotonic()
+    since = load.mark()  # no answer recorded before the fault can tell of its recovery
     detail: dict[str, Any] = {}
     recovered = None
     if name == "db-restart":
@@ -662,12 +673,12 @@ def _fault(name: str, *, pgdata: Path, processes: Processes, proxy: ResetProxy, 
         detail["server_back_after_seconds"] = None if back is None else round(back - start, 2)
         if back is not None:
             recovered = load.first(
-                lambda a: a.status == 200 and a.sent > stopped and a.done >= back, RECOVERY_TIMEOUT
+                lambda a: a.status == 200 and a.sent > stopped and a.done >= back, RECOVERY_TIMEOUT, since
             )
     elif name == "worker-kill":
         roles = _roles(processes, pgdata)
         workers = roles["gunicorn_worker"]
-        victim = workers[0]  # the oldest: it has served the longest
+        victim = workers[0]  # the lowest pid: most often the longest-serving
         os.kill(victim, signal.SIGKILL)
         detail["killed_pid"] = victim
 
@@ -678,13 +689,15 @@ def _fault(name: str, *, pgdata: Path, processes: Processes, proxy: ResetProxy, 
         full = wait_for(replaced, timeout=RECOVERY_TIMEOUT, poll=0.1)
         detail["workers_back_after_seconds"] = None if full is None else round(full - start, 2)
         if full is not None:
-            recovered = load.first(lambda a: a.status == 200 and a.sent > full, RECOVERY_TIMEOUT)
+            recovered = load.first(lambda a: a.status == 200 and a.sent > full, RECOVERY_TIMEOUT, since)
     elif name == "business-reset":
         proxy.reset_for(RESET_SECONDS)
         end = start + RESET_SECONDS
         time.sleep(RESET_SECONDS)
         detail["reset_seconds"] = RESET_SECONDS
-        recovered = load.first(lambda a: a.kind == "read_call" and a.ok and a.sent > end, RECOVERY_TIMEOUT)
+        recovered = load.first(
+            lambda a: a.kind == "read_call" and a.ok and a.sent > end, RECOVERY_TIMEOUT, since
+        )
     window = {
         "fault": name,
         "start_s": start,
@@ -743,13 +756,28 @@ def _business_count(shop: Shop) -> int | None:
         return None
 
 
+def pss_kib(pid: int) -> int | None:
+    """Proportional set size of one process in KiB (``Pss`` of ``/proc/<pid>/smaps_rollup``): shared
+    pages divided among the processes sharing them, so a sum over processes counts each page once."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def _sample(processes: Processes, pgdata: Path, hub_port: int, shop: Shop) -> dict[str, Any]:
     roles = _roles(processes, pgdata)
     rss = {role: sum(rss_kib(pid) or 0 for pid in pids) for role, pids in roles.items()}
+    pss = {role: sum(pss_kib(pid) or 0 for pid in pids) for role, pids in roles.items()}
     return {
         "t": time.monotonic(),
         "rss_kib": rss,
         "rss_kib_total": sum(rss.values()),
+        "pss_kib": pss,
+        "pss_kib_total": sum(pss.values()),
         "processes": {role: len(pids) for role, pids in roles.items()},
         "hub_connections": _hub_connections(hub_port),
         "journal_writes": _journal_count(),
@@ -822,6 +850,8 @@ def figures_build(
                 "no_answer_outside_faults": sum(a.status == 0 and not _inside(a, windows) for a in inside),
                 "rss_kib": sample["rss_kib"] if sample else None,
                 "rss_kib_total": sample["rss_kib_total"] if sample else None,
+                "pss_kib": sample["pss_kib"] if sample else None,
+                "pss_kib_total": sample["pss_kib_total"] if sample else None,
                 "processes": sample["processes"] if sample else None,
                 "hub_connections": sample["hub_connections"] if sample else None,
                 "journal_writes": sample["journal_writes"] if sample else None,
@@ -896,18 +926,30 @@ def verdict_build(figures: dict[str, Any], answers: list[Answer], windows: list[
     }
     seconds = figures["options"]["seconds"]
     baseline_after = min(120.0, seconds / 3)
-    with_rss = [b for b in buckets if b["rss_kib_total"]]
-    base = next((b for b in with_rss if b["end_s"] >= baseline_after), None)
-    last = with_rss[-1] if with_rss else None
+    # Judged on PSS: every PostgreSQL backend's RSS counts the shared buffers it touched again, so a
+    # sum of RSS grows with the buffer cache warming up times the number of backends.
+    with_memory = [b for b in buckets if b["pss_kib_total"]]
+    base = next((b for b in with_memory if b["end_s"] >= baseline_after), None)
+    last = with_memory[-1] if with_memory else None
     growth = (
+        None if not base or not last else round(100 * (last["pss_kib_total"] / base["pss_kib_total"] - 1), 2)
+    )
+    rss_growth = (
         None if not base or not last else round(100 * (last["rss_kib_total"] / base["rss_kib_total"] - 1), 2)
     )
     verdict["rss_growth"] = {
         "pass": growth is not None and growth <= 10,
+        "measure": "PSS summed over every process",
         "baseline_at_s": base["end_s"] if base else None,
-        "baseline_kib": base["rss_kib_total"] if base else None,
-        "last_kib": last["rss_kib_total"] if last else None,
+        "baseline_kib": base["pss_kib_total"] if base else None,
+        "last_kib": last["pss_kib_total"] if last else None,
         "growth_percent": growth,
+        "rss_sum_growth_percent": rss_growth,
+        "by_role_growth_percent": {
+            role: round(100 * (last["rss_kib"][role] / base["rss_kib"][role] - 1), 2)
+            for role in (last["rss_kib"] if base and last else {})
+            if base["rss_kib"].get(role)
+        },
         "goal_percent": 10,
     }
     second = buckets[1]["p99_ms_outside_faults"] if len(buckets) > 1 else None
@@ -1086,7 +1128,8 @@ def run(
                     errors = sum(a.status >= 500 for a in load.answers)
                 say(
                     f"{sample['t'] - origin:6.0f} s: {done} requests, {errors} 5xx so far; RSS "
-                    f"{sample['rss_kib_total'] / 1024:.0f} MiB; {sample['hub_connections']} connections; "
+                    f"{sample['rss_kib_total'] / 1024:.0f} MiB (PSS {sample['pss_kib_total'] / 1024:.0f}); "
+                    f"{sample['hub_connections']} connections; "
                     f"journal {sample['journal_writes']} / business {sample['business_writes']} writes"
                 )
         load.stop.set()
@@ -1134,6 +1177,17 @@ def run(
                 "statuses_inside": dict(
                     sorted(Counter(str(a.status) for a in answers if _inside(a, [w])).items())
                 ),
+                # The first failures other than 503 (a 502, no answer at all): what, and how long.
+                "other_failures": [
+                    {
+                        "kind": a.kind,
+                        "status": a.status,
+                        "sent_s": round(a.sent - origin, 2),
+                        "latency_ms": round(a.latency * 1000, 1),
+                    }
+                    for a in answers
+                    if a.status not in (200, 503) and _inside(a, [w])
+                ][:20],
             }
             for w in windows
         ]
@@ -1212,7 +1266,9 @@ def summary_lines(figures: dict[str, Any]) -> list[str]:
             f"  [{bucket['start_s']:6.0f}-{bucket['end_s']:6.0f} s] {bucket['rps']:7.1f} req/s, p99 "
             f"{bucket['p99_ms_outside_faults']} ms (outside faults), 5xx in/out "
             f"{bucket['5xx_inside_faults']}/{bucket['5xx_outside_faults']}, RSS "
-            f"{(bucket['rss_kib_total'] or 0) / 1024:.0f} MiB, conns {bucket['hub_connections']}"
+            f"{(bucket['rss_kib_total'] or 0) / 1024:.0f} MiB "
+            f"(PSS {(bucket['pss_kib_total'] or 0) / 1024:.0f}), "
+            f"conns {bucket['hub_connections']}"
         )
     lines.append(f"hub log: {figures['hub_log']}")
     for goal, result in figures["verdict"].items():
@@ -1244,6 +1300,12 @@ def plot(path: Path, figures: dict[str, Any]) -> None:
     ends = [b["end_s"] for b in buckets]  # sampled at each bucket's end
     for role in roles:
         low.plot(ends, [(b["rss_kib"] or {}).get(role, 0) / 1024 for b in buckets], marker=".", label=role)
+    low.plot(
+        ends,
+        [(b["pss_kib_total"] or 0) / 1024 for b in buckets],
+        "k--",
+        label="PSS, all processes (the goal's)",
+    )
     low.set_ylabel("RSS (MiB)")
     low.set_xlabel("seconds since the load started")
     for axis in (top, mid, low):

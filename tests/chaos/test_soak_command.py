@@ -48,6 +48,7 @@ def test_the_60_second_soak_loses_nothing_and_leaves_nothing_running(tmp_path):
         roles = bucket["rss_kib"]
         for role in ("front", "gunicorn_master", "gunicorn_worker", "knowledge_worker", "shop", "postmaster"):
             assert roles[role] > 0, (role, bucket)
+        assert bucket["pss_kib_total"] > 0
         assert bucket["hub_connections"] is not None
 
     # One of each fault, each with a window that ends in a recovery.

@@ -131,11 +131,19 @@ def stop_group(child: subprocess.Popen) -> None:
 class HubConnection:
     """One keep-alive HTTP connection to the hub; any transport failure is status 0 and a reconnect."""
 
-    def __init__(self, port: int, token: str, name: str, *, timeout: float = 10):
+    def __init__(
+        self, port: int, token: str, name: str, *, timeout: float = 10, idle_close: float | None = None
+    ):
+        """``idle_close``: a connection left idle that long is closed before the next request, as a
+        client does below the server's keep-alive timeout (the front closes one idle for
+        ``BAILING_FRONT_KEEPALIVE_TIMEOUT``, 5 s), so a request never meets one the server just
+        closed."""
         self.port = port
         self.name = name
         self.sent = 0
         self.timeout = timeout
+        self.idle_close = idle_close
+        self.last_used = 0.0
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.conn: http.client.HTTPConnection | None = None
         self.last_request_id = ""
@@ -147,6 +155,12 @@ class HubConnection:
         lines for it carry."""
         self.sent += 1
         self.last_request_id = f"{self.name}-{self.sent}"
+        if (
+            self.conn is not None
+            and self.idle_close is not None
+            and time.monotonic() - self.last_used > self.idle_close
+        ):
+            self.close()
         try:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
@@ -154,6 +168,7 @@ class HubConnection:
             self.conn.request(method, path, body=body, headers=sent)
             response = self.conn.getresponse()
             data = response.read()
+            self.last_used = time.monotonic()
             if response.will_close:
                 self.close()
             return response.status, data

@@ -441,7 +441,9 @@ class Agent:
     """One load thread's connection and state."""
 
     def __init__(self, index: int, *, port: int, token: str, load: Load, interval: float, seed: int):
-        self.conn = HubConnection(port, token, f"soak-{index}")
+        # 30 s: on a busy machine a request may take seconds; one that takes longer is "no answer". A
+        # thread may pause for seconds (a retry_after_ms): below the front's keep-alive, reconnect.
+        self.conn = HubConnection(port, token, f"soak-{index}", timeout=30, idle_close=4.0)
         self.index = index
         self.load = load
         self.interval = interval
@@ -718,8 +720,10 @@ def _fault(name: str, *, pgdata: Path, processes: Processes, proxy: ResetProxy, 
 
 
 def _faults_thread(schedule, origin: float, results: list, stop: threading.Event, **kwargs) -> None:
+    """Each fault at its time, or after the one before recovered when that took longer; none once the
+    load has stopped (a recovery is judged by the load's answers)."""
     for offset, name in schedule:
-        if stop.wait(max(0.0, origin + offset - time.monotonic())):
+        if stop.wait(max(0.0, origin + offset - time.monotonic())) or kwargs["load"].stop.is_set():
             return
         try:
             results.append(_fault(name, **kwargs))

@@ -1316,7 +1316,7 @@ def plot(path: Path, figures: dict[str, Any]) -> None:
         for fault in figures["faults"]:
             end = fault["recovered_s"] if fault["recovered_s"] is not None else figures["seconds_run"]
             axis.axvspan(fault["start_s"], max(end, fault["start_s"] + 0.5), color="red", alpha=0.15)
-        axis.legend(fontsize=7, loc="upper left", ncol=4)
+        axis.legend(fontsize=7, loc="best", ncol=4)
         axis.grid(alpha=0.3)
     for fault in figures["faults"]:
         top.text(

@@ -26,7 +26,6 @@ stream, such as the launcher's, is counted apart). The log's lines are counted, 
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
@@ -40,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
@@ -49,6 +47,7 @@ from agent_runtime.models import AgentRun, Client, Route, VisibleMessage
 from bailing.db import embedded
 from benchmarks.fixtures import agent_session_open
 from benchmarks.harness import gunicorn_running
+from chaos.live import HubConnection, accepting, wait_for
 from front.launcher import stop_process
 
 ROUTE_KEY = "chaos"
@@ -110,42 +109,6 @@ class Stream:
                 if remaining <= 0:
                     return None
                 self.answered.wait(remaining)
-
-
-class HubConnection:
-    """One keep-alive HTTP connection to the hub; any transport failure is status 0 and a reconnect."""
-
-    def __init__(self, port: int, token: str, name: str):
-        self.port = port
-        self.name = name
-        self.sent = 0
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        self.conn: http.client.HTTPConnection | None = None
-        self.last_request_id = ""
-
-    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        """One request under its own ``X-Request-Id`` (``last_request_id``), which the hub's log
-        lines for it carry."""
-        self.sent += 1
-        self.last_request_id = f"{self.name}-{self.sent}"
-        try:
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-            headers = {**self.headers, "X-Request-Id": self.last_request_id}
-            self.conn.request(method, path, body=body, headers=headers)
-            response = self.conn.getresponse()
-            data = response.read()
-            if response.will_close:
-                self.close()
-            return response.status, data
-        except (OSError, http.client.HTTPException):
-            self.close()
-            return 0, b""
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
 
 
 def _turn_body(conversation: str, n: int) -> bytes:
@@ -232,32 +195,6 @@ def _fixtures() -> str:
         client=client, routes=[ROUTE_KEY], subject="chaos", device_label="chaos", access_hours=2
     )
     return access
-
-
-def _accepting() -> bool:
-    """Does the server accept a connection right now (a fresh one, not Django's)?"""
-    db = settings.DATABASES["default"]
-    options = db.get("OPTIONS", {})
-    try:
-        psycopg.connect(
-            dbname=db["NAME"],
-            user=db["USER"],
-            host=options.get("host") or db["HOST"] or None,
-            port=db["PORT"] or None,
-            connect_timeout=1,
-        ).close()
-    except psycopg.Error:
-        return False
-    return True
-
-
-def _wait_for(predicate: Callable[[], bool], *, timeout: float, poll: float = 0.02) -> float | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return time.monotonic()
-        time.sleep(poll)
-    return None
 
 
 def _count_rows(stream: Stream, before_outage: set[tuple[str, str]]) -> dict[str, Any]:
@@ -435,7 +372,7 @@ def _outage(kind: str, *, pgdata: Path, stream: Stream, say: Callable[[str], Non
     else:
         embedded.embedded_server_kill(pgdata)
     stopped = time.monotonic()
-    back = _wait_for(_accepting, timeout=PHASE_TIMEOUT)
+    back = wait_for(accepting, timeout=PHASE_TIMEOUT)
     first = None
     if back is not None:
         first = stream.first_200(sent_after=stopped, done_after=back, timeout=PHASE_TIMEOUT)

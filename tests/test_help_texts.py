@@ -28,8 +28,9 @@ DJANGO_STANDARD = {
     "force_color",
     "skip_checks",
 }
-# Hidden on purpose: how bailing_chaos hands its child process a server, never typed by hand.
-HIDDEN = {("bailing_chaos", "--dedicated-server")}
+# Hidden on purpose: how bailing_chaos and bailing_soak hand their child process a server, never typed
+# by hand.
+HIDDEN = {("bailing_chaos", "--dedicated-server"), ("bailing_soak", "--dedicated-server")}
 
 
 def _cli_parsers() -> dict[str, argparse.ArgumentParser]:

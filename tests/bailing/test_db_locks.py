@@ -5,6 +5,7 @@ PgBouncer (docs/scaling.md "A connection pooler")."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.db import connection, transaction
@@ -92,6 +93,31 @@ def test_a_lock_whose_connection_dies_is_free_at_once_and_the_next_lock_reconnec
     with advisory_lock(NAMESPACE, KEY) as held:
         assert held
         assert locks._local.kept.conn.info.backend_pid != lock_pid
+
+
+def test_an_idle_lock_connection_the_server_ended_is_replaced_before_the_next_lock():
+    """A database restart (or ``pg_terminate_backend``) between two locks ends the kept connection on
+    the server's side: the next lock opens a new one instead of failing once per thread (a 503 for
+    each thread's first governed call after the database is back, as the soak found)."""
+    with advisory_lock(NAMESPACE, KEY):
+        lock_pid = locks._local.kept.conn.info.backend_pid
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [lock_pid])
+    _wait_gone(lock_pid)
+    with advisory_lock(NAMESPACE, KEY) as held:
+        assert held
+        assert locks._local.kept.conn.info.backend_pid != lock_pid
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"backend {pid} still runs")
 
 
 def test_one_connection_per_thread_serves_lock_after_lock():

@@ -15,26 +15,14 @@ gunicorn topology); without that module it says so and exits 2.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from bailing.db import embedded
-
-# The dedicated server's directory: a fresh temporary one of this prefix, nothing else.
-WORK_PREFIX = "bch-"
+from chaos.live import dedicated_run, dedicated_server_check
 
 
 class Command(BaseCommand):
@@ -91,16 +79,9 @@ class Command(BaseCommand):
 
     def _db_restart_dedicated(self, options: dict[str, Any]) -> None:
         """Run the scenario in a child process bound to a fresh embedded server, then remove both."""
-        work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX))  # short: the server's unix socket lives in it
-        work.chmod(0o777)  # as root, pgserver runs PostgreSQL as its own user
-        pgdata = work / "pg"
-        self.stdout.write(f"db-restart: a dedicated embedded PostgreSQL on {pgdata}")
         command = [
-            sys.executable,
-            str(Path(settings.BASE_DIR) / "manage.py"),
             "bailing_chaos",
             "--scenario=db-restart",
-            f"--dedicated-server={pgdata}",
             f"--outages={options['outages']}",
             f"--writers={options['writers']}",
             f"--readers={options['readers']}",
@@ -111,41 +92,17 @@ class Command(BaseCommand):
         ]
         if options["json"]:
             command.append(f"--json={Path(options['json']).resolve()}")
-        env = {**os.environ, "BAILING_PGDATA": str(pgdata), "DATABASE_URL": "", "PYTHONUNBUFFERED": "1"}
-        child = subprocess.Popen(
-            command,
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # its gunicorn and supervisor go with it if it must be stopped
+        code, _ = dedicated_run(
+            command=command, write=self.stdout.write, timeout=options["timeout"], label="db-restart"
         )
-        timer = threading.Timer(options["timeout"], _stop_group, args=(child,))
-        timer.start()
-        try:
-            for line in child.stdout:
-                self.stdout.write(line.rstrip("\n"))
-            child.wait()
-        finally:
-            timer.cancel()
-            _stop_group(child)
-            child.stdout.close()  # the pipe, even when the loop above was cut short
-            with contextlib.suppress(Exception):
-                embedded.embedded_server_stop(pgdata)
-            shutil.rmtree(work, ignore_errors=True)
-        if child.returncode != 0:
-            raise CommandError(f"db-restart failed (exit {child.returncode})")
+        if code != 0:
+            raise CommandError(f"db-restart failed (exit {code})")
 
     def _db_restart_here(self, options: dict[str, Any], outages: list[str]) -> None:
         from chaos import db_restart
 
-        pgdata = Path(options["dedicated_server"]).resolve()
-        if (
-            not settings.BAILING_EMBEDDED_DB
-            or Path(settings.BAILING_PGDATA).resolve() != pgdata
-            or not pgdata.parent.name.startswith(WORK_PREFIX)
-        ):
+        pgdata = dedicated_server_check(options["dedicated_server"])
+        if pgdata is None:
             raise CommandError("--dedicated-server must be the fresh embedded server these settings use")
 
         def say(text: str) -> None:
@@ -201,22 +158,3 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
             items += _flatten(inner, f"{prefix}.{key}" if prefix else str(key))
         return items
     return [(prefix, value)]
-
-
-def _signal_group(child: subprocess.Popen, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signum)
-
-
-def _stop_group(child: subprocess.Popen) -> None:
-    """Stop the child (TERM, then KILL after 30 s) and whatever of its process group it left behind
-    (its gunicorn and supervisor, had it no chance to stop them). The PostgreSQL server is not in that
-    group (``pg_ctl`` detaches it); the caller stops it."""
-    if child.poll() is None:
-        _signal_group(child, signal.SIGTERM)
-        try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _signal_group(child, signal.SIGKILL)
-            child.wait()
-    _signal_group(child, signal.SIGKILL)

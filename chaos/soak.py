@@ -237,10 +237,11 @@ class Processes:
 
     def alive(self) -> list[int]:
         """The pids remembered that still run (a zombie not yet reaped by its parent does not)."""
-        return sorted(pid for pids in self.pids.values() for pid in pids if _running(pid))
+        return sorted(pid for pids in self.pids.values() for pid in pids if pid_running(pid))
 
 
-def _running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except (OSError, IndexError):

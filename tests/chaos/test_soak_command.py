@@ -18,15 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from bailing.db import embedded
-from chaos.soak import FAULTS, KINDS, SCHEMA
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+from chaos.soak import FAULTS, KINDS, SCHEMA, pid_running
 
 
 def test_the_60_second_soak_loses_nothing_and_leaves_nothing_running(tmp_path):
@@ -85,7 +77,7 @@ def test_the_60_second_soak_loses_nothing_and_leaves_nothing_running(tmp_path):
         figures["processes"]
     )
     assert figures["processes_alive_after"] == []
-    assert not [pid for pid in started if _running(pid)]
+    assert not [pid for pid in started if pid_running(pid)]
     pgdata = Path(figures["pgdata"])
     assert not embedded.embedded_server_running(pgdata)
     assert not pgdata.parent.exists()

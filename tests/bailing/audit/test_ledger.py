@@ -391,9 +391,9 @@ def test_one_sealer_at_a_time_the_other_gives_up_or_waits():
     assert audit_chain_verify().checked == 2
 
 
-@pytest.mark.django_db(transaction=True)
-def test_parallel_appenders_every_event_sealed_exactly_once_in_a_dense_chain():
-    workers, per_worker = 8, 25
+def _parallel_appends(workers: int, per_worker: int, action: str) -> None:
+    """``workers`` threads, started together, each appending ``per_worker`` events in transactions of
+    their own; fails with the first thread's exception."""
     barrier = threading.Barrier(workers)
     failures: list[BaseException] = []
 
@@ -402,9 +402,7 @@ def test_parallel_appenders_every_event_sealed_exactly_once_in_a_dense_chain():
             barrier.wait(timeout=30)
             for index in range(per_worker):
                 with transaction.atomic():
-                    audit_record(
-                        action="tests.audit.parallel", actor=Actor.system(f"worker-{n}"), data={"i": index}
-                    )
+                    audit_record(action=action, actor=Actor.system(f"worker-{n}"), data={"i": index})
         except BaseException as exc:  # reported below
             failures.append(exc)
 
@@ -412,6 +410,12 @@ def test_parallel_appenders_every_event_sealed_exactly_once_in_a_dense_chain():
     for thread in threads:
         thread.join(timeout=120)
     assert not failures
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_appenders_every_event_sealed_exactly_once_in_a_dense_chain():
+    workers, per_worker = 8, 25
+    _parallel_appends(workers, per_worker, "tests.audit.parallel")
     audit_seal()
     events = list(AuditEvent.objects.order_by("chain_seq"))
     assert len(events) == workers * per_worker
@@ -426,22 +430,7 @@ def test_the_sealer_thread_answers_every_commit_so_parallel_appends_end_up_seale
     """Appends that commit while a seal runs are sealed by the next one: after the sealer has answered
     every request, nothing is left for a sweep (no explicit seal here)."""
     workers, per_worker = 6, 20
-    barrier = threading.Barrier(workers)
-    failures: list[BaseException] = []
-
-    def append(n: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            for index in range(per_worker):
-                with transaction.atomic():
-                    audit_record(action="tests.audit.sealer", actor=Actor.system(f"w-{n}"), data={"i": index})
-        except BaseException as exc:  # reported below
-            failures.append(exc)
-
-    threads = [_in_thread(lambda n=n: append(n)) for n in range(workers)]
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not failures
+    _parallel_appends(workers, per_worker, "tests.audit.sealer")
     assert audit_sealer_drain(timeout=30)
     assert chain_positions() == list(range(1, workers * per_worker + 1))
     report = audit_chain_verify()

@@ -78,7 +78,6 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -104,7 +103,7 @@ from bailing.audit.actor import Actor
 from bailing.db import embedded
 from benchmarks.fixtures import agent_session_open
 from benchmarks.front import rss_kib
-from benchmarks.harness import process_table
+from benchmarks.harness import git_commit, machine_info, percentile, process_table
 from chaos.live import HubConnection, accepting, wait_for
 from chaos.reset_proxy import ResetProxy
 from front.launcher import free_port, stop_process, wait_answering
@@ -802,11 +801,8 @@ def _sampler(samples: list, bucket: float, origin: float, stop: threading.Event,
 
 
 def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
-    return round(ordered[index] * 1000, 2)
+    """The nearest-rank percentile of latencies in seconds, in milliseconds (None for none)."""
+    return round(percentile(sorted(values), q) * 1000, 2) if values else None
 
 
 def _inside(answer: Answer, windows: list[dict]) -> bool:
@@ -986,35 +982,6 @@ def verdict_build(figures: dict[str, Any], answers: list[Answer], windows: list[
     return verdict
 
 
-def _machine() -> dict[str, Any]:
-    model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "python": sys.version.split()[0],
-        "host": socket.gethostname(),
-    }
-
-
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=settings.BASE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 # --- the run ------------------------------------------------------------------------------------------
 
 
@@ -1151,8 +1118,8 @@ def run(
             "schema": SCHEMA,
             "options": options,
             "pgdata": str(pgdata),
-            "machine": _machine(),
-            "git_commit": _git_commit(),
+            "machine": machine_info(),
+            "git_commit": git_commit(Path(settings.BASE_DIR))["commit"],
             "kinds": list(KINDS),
             "seconds_run": round(ended - origin, 1),
             **figures_build(

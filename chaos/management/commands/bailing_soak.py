@@ -20,9 +20,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from chaos import soak
 from chaos.live import dedicated_run, dedicated_server_check
-
-FAULT_NAMES = ("db-restart", "worker-kill", "business-reset")
+from chaos.soak import FAULTS as FAULT_NAMES
 
 
 class Command(BaseCommand):
@@ -93,8 +93,6 @@ class Command(BaseCommand):
             raise CommandError(f"the soak failed (exit {code})")
 
     def _here(self, options: dict[str, Any], seconds: float, faults: list[str]) -> None:
-        from chaos import soak
-
         pgdata = dedicated_server_check(options["dedicated_server"])
         if pgdata is None:
             raise CommandError("--dedicated-server must be the fresh embedded server these settings use")

@@ -19,7 +19,6 @@ never two).
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 import weakref
@@ -28,6 +27,8 @@ from contextlib import contextmanager, suppress
 
 import psycopg
 from django.db import connections
+
+from bailing.db.postgresql.base import server_spoke
 
 _local = threading.local()
 # Every lock connection still open, of every thread: closed together by close_all().
@@ -63,18 +64,6 @@ class _Kept:
             self.conn.close()
 
 
-def _ended_by_server(conn: psycopg.Connection) -> bool:
-    """Has the server spoken on an idle connection? It never does but to end it (the ``FATAL`` of a
-    shutdown or ``pg_terminate_backend``, the end of the stream when its process died): the socket
-    check of Django's connections (``bailing/db/postgresql``), so a restart costs no failed lock. A
-    harmless ``ParameterStatus`` waiting costs a reconnect, nothing else."""
-    try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    except (OSError, ValueError, psycopg.Error):
-        return True
-    return bool(readable)
-
-
 def _kept() -> _Kept:
     """This thread's lock connection: the one holding its outer locks while any is held, else a
     usable one (reopened when closed, ended by the server, older than ``DB_CONN_MAX_AGE`` or left in
@@ -86,7 +75,7 @@ def _kept() -> _Kept:
     if kept is not None and (
         kept.conn.closed
         or kept.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-        or _ended_by_server(kept.conn)
+        or server_spoke(kept.conn)  # ended by a restart or pg_terminate_backend: no failed lock
         or (max_age is not None and time.monotonic() - kept.opened > max_age)
     ):
         _discard(kept)

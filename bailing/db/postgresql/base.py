@@ -20,11 +20,22 @@ from __future__ import annotations
 
 import select
 
+import psycopg
 from django.db.backends.postgresql import base
 from psycopg.pq import TransactionStatus
 
 from bailing import tracing
 from bailing.db.postgresql.creation import DatabaseCreation
+
+
+def server_spoke(conn) -> bool:
+    """Whether the server has written to an idle psycopg connection (or its socket cannot be polled):
+    it never does but to end it, so a ``True`` means reconnect, or check with a query first."""
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -40,8 +51,4 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return False
         if conn.info.transaction_status != TransactionStatus.IDLE:
             return super().is_usable()
-        try:
-            readable, _, _ = select.select([conn.fileno()], [], [], 0)
-        except (OSError, ValueError):
-            return False
-        return super().is_usable() if readable else True
+        return super().is_usable() if server_spoke(conn) else True
